@@ -1,0 +1,51 @@
+// Byte-level BPE tokenizer (GGUF "gpt2" model) with the model's pre-tokenizer, built from
+// GGUF metadata. Matches llama.cpp's llama_tokenize token for token.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include "model_loader/gguf.h"
+
+namespace infinipot {
+
+using TokenId = int32_t;
+
+class TokenizerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,bos_token_id,eos_token_id,...}.
+  // Unsupported tokenizer models or pre-tokenizers are a TokenizerError naming the value.
+  static Tokenizer from_gguf(const gguf::GgufFile& file);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // parse_special: text of control/user-defined tokens ("<|im_start|>") becomes that token.
+  // add_bos: prepend BOS (only when the model has one).
+  // Invalid UTF-8 is not an error: it is tokenized byte-wise, like llama.cpp does.
+  std::vector<TokenId> encode(const std::string& text, bool add_bos, bool parse_special) const;
+  // Text of one token (byte-level decoded); control tokens decode to "" unless render_special.
+  std::string decode_token(TokenId id, bool render_special = false) const;
+  std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
+
+  int n_vocab() const;
+  TokenId bos() const;   // -1 if none
+  TokenId eos() const;   // -1 if none
+  TokenId eot() const;   // end of turn (<|im_end|> for ChatML models), -1 if none
+  bool is_end_of_generation(TokenId id) const;  // eos or eot
+  TokenId find_token(const std::string& text) const;  // exact vocabulary entry, -1 if absent
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace infinipot

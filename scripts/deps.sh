@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages infinipot builds and tests with; does nothing when all are there.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip unzip
+      ocl-icd-opencl-dev opencl-headers clinfo pocl-opencl-icd libclblast-dev
+      libfmt-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
+      libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
