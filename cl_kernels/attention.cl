@@ -1,0 +1,97 @@
+// Causal grouped-query attention of a chunk of queries against the KV store.
+// Compile-time (-D): HEAD_DIM (multiple of 4), GROUP (query heads per KV head).
+//   q:      [n][ldq] float, query head h at columns h*HEAD_DIM (already rotated)
+//   k/v:    [n_kv_heads][cap][HEAD_DIM] float (keys rotated at their positions)
+//   out:    [n][ldo] float, head h at columns h*HEAD_DIM
+//   lse:    [n][n_heads] float, log-sum-exp of each query row's scaled scores; lets
+//           attention_mass recompute probabilities without storing them
+// Query row i sits at slot n_past + i and sees slots 0 .. n_past + i (causal; every
+// earlier slot is in its past, whatever positions the pot gave them).
+// One work-item per (row, KV head) computes the GROUP query heads sharing that KV head, so
+// each key and value is read once per group; softmax is online (one pass, FlashAttention-style).
+#ifndef HEAD_DIM
+#error "compile with -DHEAD_DIM=..."
+#endif
+#ifndef GROUP
+#error "compile with -DGROUP=..."
+#endif
+#define V4 (HEAD_DIM / 4)
+
+__kernel void attention(__global const float* q, const int ldq, __global const float* k_cache,
+                        __global const float* v_cache, const int cap, const int n_past, const int n,
+                        const float scale, __global float* out, const int ldo, __global float* lse,
+                        const int n_heads) {
+  const int i = get_global_id(0);
+  const int g = get_global_id(1);
+  if (i >= n) return;
+  float4 qv[GROUP][V4];
+  float4 acc[GROUP][V4];
+  float m[GROUP], s[GROUP];
+  for (int h = 0; h < GROUP; ++h) {
+    __global const float* qr = q + (size_t)i * ldq + (g * GROUP + h) * HEAD_DIM;
+    for (int d = 0; d < V4; ++d) {
+      qv[h][d] = vload4(d, qr) * scale;
+      acc[h][d] = (float4)(0.0f);
+    }
+    m[h] = -INFINITY;
+    s[h] = 0.0f;
+  }
+  const int limit = n_past + i;
+  __global const float* kb = k_cache + (size_t)g * cap * HEAD_DIM;
+  __global const float* vb = v_cache + (size_t)g * cap * HEAD_DIM;
+  for (int j = 0; j <= limit; ++j) {
+    float4 kv[V4];
+    for (int d = 0; d < V4; ++d) kv[d] = vload4(d, kb + (size_t)j * HEAD_DIM);
+    float p[GROUP];
+    for (int h = 0; h < GROUP; ++h) {
+      float4 t = qv[h][0] * kv[0];
+      for (int d = 1; d < V4; ++d) t = fma(qv[h][d], kv[d], t);
+      const float score = (t.x + t.y) + (t.z + t.w);
+      if (score > m[h]) {
+        const float corr = exp(m[h] - score);
+        s[h] *= corr;
+        for (int d = 0; d < V4; ++d) acc[h][d] *= corr;
+        m[h] = score;
+      }
+      p[h] = exp(score - m[h]);
+      s[h] += p[h];
+    }
+    for (int d = 0; d < V4; ++d) {
+      const float4 vv = vload4(d, vb + (size_t)j * HEAD_DIM);
+      for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h]), vv, acc[h][d]);
+    }
+  }
+  for (int h = 0; h < GROUP; ++h) {
+    const int head = g * GROUP + h;
+    const float inv = 1.0f / s[h];
+    __global float* o = out + (size_t)i * ldo + head * HEAD_DIM;
+    for (int d = 0; d < V4; ++d) vstore4(acc[h][d] * inv, d, o);
+    lse[(size_t)i * n_heads + head] = m[h] + log(s[h]);
+  }
+}
+
+// Attention mass the query rows [r0, r1) of a chunk pay to each KV entry, summed over the
+// GROUP query heads of each KV head (the Catalyst-Prompt score of InfiniPot, Eq. 2):
+//   mass[g][j] += sum_{i in [r0,r1), j <= n_past+i} sum_{h in group g} exp(q_ih . k_gj * scale - lse[i][h])
+//   mass: [n_kv_heads][cap]
+// One work-item per (entry j, KV head g), so the sum is deterministic (no atomics).
+__kernel void attention_mass(__global const float* q, const int ldq, __global const float* k_cache,
+                             const int cap, const int n_past, const int r0, const int r1, const float scale,
+                             __global const float* lse, const int n_heads, __global float* mass, const int mass_off) {
+  const int j = get_global_id(0);
+  const int g = get_global_id(1);
+  if (j > n_past + r1 - 1) return;
+  float4 kv[V4];
+  for (int d = 0; d < V4; ++d) kv[d] = vload4(d, k_cache + ((size_t)g * cap + j) * HEAD_DIM);
+  float total = 0.0f;
+  for (int i = max(r0, j - n_past); i < r1; ++i) {
+    for (int h = 0; h < GROUP; ++h) {
+      const int head = g * GROUP + h;
+      __global const float* qr = q + (size_t)i * ldq + head * HEAD_DIM;
+      float4 t = vload4(0, qr) * kv[0];
+      for (int d = 1; d < V4; ++d) t = fma(vload4(d, qr), kv[d], t);
+      total += exp(((t.x + t.y) + (t.z + t.w)) * scale - lse[(size_t)i * n_heads + head]);
+    }
+  }
+  mass[mass_off + (size_t)g * cap + j] += total;
+}

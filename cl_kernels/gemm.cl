@@ -1,0 +1,58 @@
+// Packed single-precision GEMM for prefill: C[M][N] (+)= A[M][K] * B[N][K]^T.
+// Both operands are packed so the inner loop reads contiguous vectors:
+//   Ap: [M_pad/8 panels][K][8]    (pack_a below; rows past M zero)
+//   Bp: [N_pad/16 panels][K][16]  (dequant.cl: dequant_to_panels)
+//   C:  row-major, leading dimension ldc; columns [0, N) written
+// Each work-item computes an 8x16 tile held in 8 float16 registers (one AVX-512 register
+// each on CPUs; PoCL reached 160-173 GFLOP/s on 2 cores). ACCUM (-D) adds into C.
+__kernel void gemm_packed(const int M, const int N, const int K, __global const float* Ap,
+                          __global const float* Bp, __global float* C, const int ldc) {
+  const int nb = get_global_id(0);
+  const int mb = get_global_id(1);
+  if (nb * 16 >= N || mb * 8 >= M) return;
+  __global const float* a = Ap + (size_t)mb * K * 8;
+  __global const float* b = Bp + (size_t)nb * K * 16;
+  float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
+  for (int k = 0; k < K; ++k) {
+    const float16 bv = vload16(0, b + k * 16);
+    const float8 av = vload8(0, a + k * 8);
+    c0 = fma((float16)(av.s0), bv, c0);
+    c1 = fma((float16)(av.s1), bv, c1);
+    c2 = fma((float16)(av.s2), bv, c2);
+    c3 = fma((float16)(av.s3), bv, c3);
+    c4 = fma((float16)(av.s4), bv, c4);
+    c5 = fma((float16)(av.s5), bv, c5);
+    c6 = fma((float16)(av.s6), bv, c6);
+    c7 = fma((float16)(av.s7), bv, c7);
+  }
+  float16 acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  const int n0 = nb * 16;
+  for (int i = 0; i < 8; ++i) {
+    const int m = mb * 8 + i;
+    if (m >= M) break;
+    __global float* dst = C + (size_t)m * ldc + n0;
+    float r[16];
+    vstore16(acc[i], 0, r);
+    const int cols = min(16, N - n0);
+    for (int j = 0; j < cols; ++j) {
+#ifdef ACCUM
+      dst[j] += r[j];
+#else
+      dst[j] = r[j];
+#endif
+    }
+  }
+}
+
+// X: [M][K] row-major (leading dimension ldx) -> Ap: [M_pad/8][K][8], rows past M zero.
+__kernel void pack_a(__global const float* X, const int M, const int K, const int ldx, __global float* Ap) {
+  const int k = get_global_id(0);
+  const int mb = get_global_id(1);
+  if (k >= K) return;
+  float r[8];
+  for (int i = 0; i < 8; ++i) {
+    const int m = mb * 8 + i;
+    r[i] = m < M ? X[(size_t)m * ldx + k] : 0.0f;
+  }
+  vstore8(vload8(0, r), 0, Ap + ((size_t)mb * K + k) * 8);
+}

@@ -1,0 +1,76 @@
+// Weight formats, shared by embedding.cl, matvec.cl and dequant.cl (the host prepends this
+// file). A weight matrix is stored exactly as in the GGUF file: row-major rows of ggml
+// blocks, `row_bytes` bytes per row. The host compiles with -DWTYPE=<ggml type id>.
+//
+//   load8(row, k): weights k..k+7 of one row as float8 (k a multiple of 8)
+//
+// Block layouts (ggml):
+//   F32  (0):  float
+//   F16  (1):  half
+//   Q4_0 (2):  32 elems, 18 B: half d; uchar qs[16]       w = ((q & 15) - 8) * d, low nibbles first
+//   Q4_1 (3):  32 elems, 20 B: half d, m; uchar qs[16]    w = (q & 15) * d + m
+//   Q8_0 (8):  32 elems, 34 B: half d; char qs[32]        w = q * d
+//   Q6_K (14): 256 elems, 210 B: uchar ql[128], qh[64]; char scales[16]; half d
+
+#ifndef WTYPE
+#error "compile with -DWTYPE=<ggml type id>"
+#endif
+
+#define T_F32 0
+#define T_F16 1
+#define T_Q4_0 2
+#define T_Q4_1 3
+#define T_Q8_0 8
+#define T_Q6_K 14
+
+inline float8 nibbles_lo(uchar8 q) { return convert_float8(q & (uchar8)(15)); }
+inline float8 nibbles_hi(uchar8 q) { return convert_float8(q >> (uchar8)(4)); }
+
+inline float8 load8(__global const uchar* row, int k) {
+#if WTYPE == T_F32
+  return vload8(0, (__global const float*)row + k);
+#elif WTYPE == T_F16
+  return vload_half8(0, (__global const half*)row + k);
+#elif WTYPE == T_Q4_0 || WTYPE == T_Q4_1
+#if WTYPE == T_Q4_0
+  __global const uchar* b = row + (k >> 5) * 18;
+  const int qs = 2;
+#else
+  __global const uchar* b = row + (k >> 5) * 20;
+  const int qs = 4;
+#endif
+  const int j = k & 31;
+  const float d = vload_half(0, (__global const half*)b);
+  const uchar8 q = vload8(0, b + qs + (j & 15));
+  const float8 v = j < 16 ? nibbles_lo(q) : nibbles_hi(q);
+#if WTYPE == T_Q4_0
+  return (v - 8.0f) * d;
+#else
+  const float m = vload_half(1, (__global const half*)b);
+  return v * d + m;
+#endif
+#elif WTYPE == T_Q8_0
+  __global const uchar* b = row + (k >> 5) * 34;
+  const float d = vload_half(0, (__global const half*)b);
+  return convert_float8(vload8(0, (__global const char*)(b + 2) + (k & 31))) * d;
+#elif WTYPE == T_Q6_K
+  __global const uchar* b = row + (k >> 8) * 210;
+  const int j = k & 255;        // position in the super-block
+  const int half_ = j >> 7;     // which 128-element half
+  const int r = j & 127;
+  const int quarter = r >> 5;   // 0..3: which of the 4 interleaved 32-runs
+  const int l = r & 31;         // 0..31, multiple of 8
+  __global const uchar* ql = b + half_ * 64;
+  __global const uchar* qh = b + 128 + half_ * 32;
+  __global const char* sc = (__global const char*)(b + 192) + half_ * 8;
+  const float d = vload_half(0, (__global const half*)(b + 208));
+  const uchar8 lo = vload8(0, ql + l + ((quarter & 1) ? 32 : 0));
+  const uchar8 hi = vload8(0, qh + l);
+  const uchar8 low4 = (quarter < 2) ? (lo & (uchar8)(15)) : (lo >> (uchar8)(4));
+  const uchar8 high2 = (hi >> (uchar8)(2 * quarter)) & (uchar8)(3);
+  const float8 q = convert_float8(convert_int8(low4 | (high2 << (uchar8)(4))) - 32);
+  return q * (d * (float)sc[(l >> 4) + 2 * quarter]);
+#else
+#error "unsupported WTYPE"
+#endif
+}

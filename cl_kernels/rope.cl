@@ -1,0 +1,39 @@
+// Rotary position embedding, "normal" (adjacent-pair) mode as GGUF llama models use:
+// for pair i < n_rot/2 of a head, angle = pos * theta_base^(-2i/n_rot),
+//   (x[2i], x[2i+1]) <- (x[2i] cos - x[2i+1] sin, x[2i] sin + x[2i+1] cos)
+
+// In place on rows of a fused projection buffer:
+//   buf: [n_tokens][ld] float, heads at columns col0 + h*head_dim   pos: [n_tokens] int
+__kernel void rope(__global float* buf, const int ld, const int col0, const int head_dim, const int n_rot,
+                   __global const int* pos, const float theta_base) {
+  const int i = get_global_id(0);  // pair
+  const int h = get_global_id(1);
+  const int t = get_global_id(2);
+  if (2 * i >= n_rot) return;
+  const float angle = (float)pos[t] * pow(theta_base, -2.0f * (float)i / (float)n_rot);
+  const float c = cos(angle), s = sin(angle);
+  __global float* x = buf + (size_t)t * ld + col0 + h * head_dim + 2 * i;
+  const float x0 = x[0], x1 = x[1];
+  x[0] = x0 * c - x1 * s;
+  x[1] = x0 * s + x1 * c;
+}
+
+// Re-rotates cached (already rotated) keys by a per-entry position delta, which equals
+// rotating the pre-RoPE key at the new position: R(p + d) = R(d) R(p). Used by the pot to
+// give survivors fresh positions after compaction (CR-RoPE).
+//   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap] int (0 = unchanged)
+__kernel void rope_shift(__global float* k_cache, const int cap, const int head_dim, const int n_rot,
+                         __global const int* delta, const int n_slots, const float theta_base) {
+  const int i = get_global_id(0);
+  const int slot = get_global_id(1);
+  const int h = get_global_id(2);
+  if (2 * i >= n_rot || slot >= n_slots) return;
+  const int d = delta[h * cap + slot];
+  if (d == 0) return;
+  const float angle = (float)d * pow(theta_base, -2.0f * (float)i / (float)n_rot);
+  const float c = cos(angle), s = sin(angle);
+  __global float* x = k_cache + ((size_t)h * cap + slot) * head_dim + 2 * i;
+  const float x0 = x[0], x1 = x[1];
+  x[0] = x0 * c - x1 * s;
+  x[1] = x0 * s + x1 * c;
+}

@@ -1,0 +1,37 @@
+#include "runtime/cl_error.h"
+
+namespace infinipot::cl {
+
+const char* status_name(cl_int s) {
+  switch (s) {
+#define CASE(x) case x: return #x;
+    CASE(CL_SUCCESS) CASE(CL_DEVICE_NOT_FOUND) CASE(CL_DEVICE_NOT_AVAILABLE)
+    CASE(CL_COMPILER_NOT_AVAILABLE) CASE(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+    CASE(CL_OUT_OF_RESOURCES) CASE(CL_OUT_OF_HOST_MEMORY) CASE(CL_PROFILING_INFO_NOT_AVAILABLE)
+    CASE(CL_MEM_COPY_OVERLAP) CASE(CL_IMAGE_FORMAT_MISMATCH) CASE(CL_IMAGE_FORMAT_NOT_SUPPORTED)
+    CASE(CL_BUILD_PROGRAM_FAILURE) CASE(CL_MAP_FAILURE) CASE(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    CASE(CL_INVALID_VALUE) CASE(CL_INVALID_DEVICE_TYPE) CASE(CL_INVALID_PLATFORM)
+    CASE(CL_INVALID_DEVICE) CASE(CL_INVALID_CONTEXT) CASE(CL_INVALID_QUEUE_PROPERTIES)
+    CASE(CL_INVALID_COMMAND_QUEUE) CASE(CL_INVALID_HOST_PTR) CASE(CL_INVALID_MEM_OBJECT)
+    CASE(CL_INVALID_BUFFER_SIZE) CASE(CL_INVALID_BINARY) CASE(CL_INVALID_BUILD_OPTIONS)
+    CASE(CL_INVALID_PROGRAM) CASE(CL_INVALID_PROGRAM_EXECUTABLE) CASE(CL_INVALID_KERNEL_NAME)
+    CASE(CL_INVALID_KERNEL_DEFINITION) CASE(CL_INVALID_KERNEL) CASE(CL_INVALID_ARG_INDEX)
+    CASE(CL_INVALID_ARG_VALUE) CASE(CL_INVALID_ARG_SIZE) CASE(CL_INVALID_KERNEL_ARGS)
+    CASE(CL_INVALID_WORK_DIMENSION) CASE(CL_INVALID_WORK_GROUP_SIZE)
+    CASE(CL_INVALID_WORK_ITEM_SIZE) CASE(CL_INVALID_GLOBAL_OFFSET) CASE(CL_INVALID_EVENT_WAIT_LIST)
+    CASE(CL_INVALID_EVENT) CASE(CL_INVALID_OPERATION) CASE(CL_INVALID_GLOBAL_WORK_SIZE)
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL ICD installed)";
+#undef CASE
+    default: return "CL_UNKNOWN_ERROR";
+  }
+}
+
+ClError::ClError(const std::string& call, cl_int status)
+    : std::runtime_error(call + " failed: " + status_name(status) + " (" + std::to_string(status) + ")"),
+      status_(status) {}
+
+BuildError::BuildError(const std::string& program, const std::string& options, const std::string& log)
+    : ClError("OpenCL program '" + program + "' failed to build (options: " + options +
+              ")\n--- build log ---\n" + log + "\n--- end of build log ---") {}
+
+}  // namespace infinipot::cl

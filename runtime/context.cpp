@@ -1,0 +1,178 @@
+#include "runtime/context.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "runtime/cl_error.h"
+#include "runtime/embedded.h"
+
+namespace infinipot::cl {
+namespace {
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string cache_dir() {
+  std::string base;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.cache";
+  else return "";
+  std::string dir = base + "/infinipot";
+  mkdir(base.c_str(), 0755);
+  mkdir(dir.c_str(), 0755);
+  dir += "/kernels";
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+std::string build_log(cl_program p, cl_device_id d) {
+  size_t n = 0;
+  clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+  std::string log(n, '\0');
+  if (n) clGetProgramBuildInfo(p, d, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  return log.empty() ? "(the driver gave no build log)" : log;
+}
+
+}  // namespace
+
+std::string embedded_text(const std::string& name) {
+  if (const char* dir = std::getenv("INFINIPOT_KERNEL_DIR"); dir && *dir && name.size() > 3 &&
+                                                             name.compare(name.size() - 3, 3, ".cl") == 0) {
+    std::ifstream in(std::string(dir) + "/" + name);
+    if (!in) throw ClError("developer mode: cannot read " + std::string(dir) + "/" + name + " (INFINIPOT_KERNEL_DIR)");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  const char* text = embedded::find(name);
+  if (!text) throw ClError("no embedded file named '" + name + "' (was it added to cl_kernels/ or platforms/?)");
+  return text;
+}
+
+Context::Context(const ContextOptions& opts) : device_(select_device(opts.device)), use_disk_cache_(opts.use_disk_cache) {
+  tuning_ = lookup_tuning(device_);
+  cl_int err = CL_SUCCESS;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform), 0};
+  ctx_ = ContextHandle(clCreateContext(props, 1, &device_.id, nullptr, nullptr, &err));
+  check(err, "clCreateContext(" + device_.name + ")");
+  queue_ = QueueHandle(clCreateCommandQueue(ctx_.get(), device_.id, 0, &err));
+  check(err, "clCreateCommandQueue(" + device_.name + ")");
+  uint64_t budget = opts.device_mem ? opts.device_mem : device_.global_mem_bytes;
+  memory_ = std::make_unique<DeviceMemory>(ctx_.get(), budget, device_.max_alloc_bytes);
+}
+
+cl_program Context::program(const std::string& file, const std::string& options) {
+  const std::string key = file + "\n" + options;
+  if (auto it = programs_.find(key); it != programs_.end()) return it->second.get();
+
+  // "a.cl+b.cl" concatenates files (shared definitions such as quant_formats.cl first).
+  std::string source;
+  for (size_t start = 0; start <= file.size();) {
+    size_t end = file.find('+', start);
+    if (end == std::string::npos) end = file.size();
+    source += embedded_text(file.substr(start, end - start)) + "\n";
+    start = end + 1;
+  }
+  const std::string full_options = "-cl-std=CL1.2 -cl-mad-enable " + options;
+  const uint64_t h = fnv1a(device_.name + "|" + device_.driver_version + "|" + device_.platform_name + "|" +
+                           full_options + "|" + source);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  const std::string dir = use_disk_cache_ ? cache_dir() : "";
+  const std::string bin_path = dir.empty() ? "" : dir + "/" + file + "-" + hex + ".bin";
+
+  cl_int err = CL_SUCCESS;
+  ProgramHandle prog;
+  // Try the cached binary first: PoCL's first compile of a kernel file costs seconds.
+  if (!bin_path.empty()) {
+    std::ifstream in(bin_path, std::ios::binary);
+    std::vector<unsigned char> bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!bin.empty()) {
+      const unsigned char* ptr = bin.data();
+      size_t len = bin.size();
+      cl_int bin_status = CL_SUCCESS;
+      prog = ProgramHandle(clCreateProgramWithBinary(ctx_.get(), 1, &device_.id, &len, &ptr, &bin_status, &err));
+      if (err != CL_SUCCESS || bin_status != CL_SUCCESS ||
+          clBuildProgram(prog.get(), 1, &device_.id, full_options.c_str(), nullptr, nullptr) != CL_SUCCESS)
+        prog.reset();  // stale or foreign binary: rebuild from source
+    }
+  }
+  if (!prog) {
+    const char* src = source.c_str();
+    prog = ProgramHandle(clCreateProgramWithSource(ctx_.get(), 1, &src, nullptr, &err));
+    check(err, "clCreateProgramWithSource(" + file + ")");
+    err = clBuildProgram(prog.get(), 1, &device_.id, full_options.c_str(), nullptr, nullptr);
+    if (err != CL_SUCCESS) throw BuildError(file, full_options, build_log(prog.get(), device_.id));
+    if (!bin_path.empty()) {
+      size_t size = 0;
+      if (clGetProgramInfo(prog.get(), CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) == CL_SUCCESS && size) {
+        std::vector<unsigned char> bin(size);
+        unsigned char* ptr = bin.data();
+        if (clGetProgramInfo(prog.get(), CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) == CL_SUCCESS) {
+          // Write to a temporary name and rename, so a crash never leaves a torn cache file.
+          const std::string tmp = bin_path + ".tmp" + std::to_string(::getpid());
+          std::ofstream out(tmp, std::ios::binary);
+          out.write(reinterpret_cast<const char*>(bin.data()), static_cast<std::streamsize>(size));
+          out.close();
+          if (out) std::rename(tmp.c_str(), bin_path.c_str());
+          else std::remove(tmp.c_str());
+        }
+      }
+    }
+  }
+  cl_program raw = prog.get();
+  programs_.emplace(key, std::move(prog));
+  return raw;
+}
+
+Kernel Context::kernel(const std::string& file, const std::string& name, const std::string& options) {
+  const std::string key = file + "\n" + options + "\n" + name;
+  auto it = kernels_.find(key);
+  if (it == kernels_.end()) {
+    cl_int err = CL_SUCCESS;
+    KernelHandle k(clCreateKernel(program(file, options), name.c_str(), &err));
+    check(err, "clCreateKernel(" + file + ":" + name + ")");
+    it = kernels_.emplace(key, std::move(k)).first;
+  }
+  // Each Kernel shares the cached cl_kernel: retain so both owners release once.
+  clRetainKernel(it->second.get());
+  return Kernel(KernelHandle(it->second.get()), name);
+}
+
+void Context::finish() const { check(clFinish(queue_.get()), "clFinish"); }
+
+void Context::write(const Buffer& dst, const void* src, size_t bytes, size_t offset) const {
+  if (!bytes) return;
+  check(clEnqueueWriteBuffer(queue_.get(), dst.get(), CL_TRUE, offset, bytes, src, 0, nullptr, nullptr),
+        "clEnqueueWriteBuffer");
+}
+
+void Context::read(const Buffer& src, void* dst, size_t bytes, size_t offset) const {
+  if (!bytes) return;
+  check(clEnqueueReadBuffer(queue_.get(), src.get(), CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr),
+        "clEnqueueReadBuffer");
+}
+
+void Context::copy(const Buffer& src, const Buffer& dst, size_t bytes, size_t src_off, size_t dst_off) const {
+  if (!bytes) return;
+  check(clEnqueueCopyBuffer(queue_.get(), src.get(), dst.get(), src_off, dst_off, bytes, 0, nullptr, nullptr),
+        "clEnqueueCopyBuffer");
+}
+
+void Context::fill_zero(const Buffer& dst, size_t bytes, size_t offset) const {
+  if (!bytes) return;
+  const cl_uint zero = 0;
+  check(clEnqueueFillBuffer(queue_.get(), dst.get(), &zero, sizeof zero, offset, bytes, 0, nullptr, nullptr),
+        "clEnqueueFillBuffer");
+}
+
+}  // namespace infinipot::cl

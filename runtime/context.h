@@ -1,0 +1,57 @@
+// The OpenCL context the runtime works in: one device, one in-order queue, the
+// allocator with its budget, the program cache and the device's tuning.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include "runtime/cl_handles.h"
+#include "runtime/device.h"
+#include "runtime/device_memory.h"
+#include "runtime/kernel.h"
+#include "runtime/tuning.h"
+
+namespace infinipot::cl {
+
+struct ContextOptions {
+  std::string device;          // --device spec ("" = default choice)
+  uint64_t device_mem = 0;     // --device-mem; 0 = the device's global memory
+  bool use_disk_cache = true;  // compiled programs under $XDG_CACHE_HOME/infinipot/kernels
+};
+
+class Context {
+ public:
+  explicit Context(const ContextOptions& opts);
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const DeviceInfo& device() const { return device_; }
+  const Tuning& tuning() const { return tuning_; }
+  cl_context context() const { return ctx_.get(); }
+  cl_command_queue queue() const { return queue_.get(); }
+  DeviceMemory& memory() { return *memory_; }
+  bool fp16() const { return device_.fp16 && tuning_.use_fp16; }
+
+  // Builds (or loads from the disk cache) cl_kernels/<file> with the given -D options and
+  // returns the named kernel. Kernels are cached per (file, options, name).
+  Kernel kernel(const std::string& file, const std::string& name, const std::string& options = "");
+
+  void finish() const;
+  void write(const Buffer& dst, const void* src, size_t bytes, size_t offset = 0) const;
+  void read(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) const;
+  void copy(const Buffer& src, const Buffer& dst, size_t bytes, size_t src_off = 0, size_t dst_off = 0) const;
+  void fill_zero(const Buffer& dst, size_t bytes, size_t offset = 0) const;
+
+ private:
+  cl_program program(const std::string& file, const std::string& options);
+
+  DeviceInfo device_;
+  Tuning tuning_;
+  ContextHandle ctx_;
+  QueueHandle queue_;
+  std::unique_ptr<DeviceMemory> memory_;
+  bool use_disk_cache_;
+  std::map<std::string, ProgramHandle> programs_;   // key: file + '\n' + options
+  std::map<std::string, KernelHandle> kernels_;     // key: program key + '\n' + name
+};
+
+}  // namespace infinipot::cl

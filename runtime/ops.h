@@ -1,0 +1,78 @@
+// Host launchers, one per kernel family in cl_kernels/. Each validates its arguments,
+// picks the compiled variant (-D options) and the NDRange; the forward pass calls only these.
+// Activations are row-major float: "[n][k]" means n rows of k floats.
+#pragma once
+#include <string>
+#include "model_loader/gguf.h"
+#include "runtime/context.h"
+
+namespace infinipot::ops {
+
+using cl::Buffer;
+using cl::Context;
+
+// A weight matrix on the device, in its GGUF encoding: [rows][row_bytes] ggml blocks.
+struct DeviceWeight {
+  Buffer buf;
+  gguf::TensorType type = gguf::TensorType::F32;
+  int rows = 0;          // output features (ggml ne1)
+  int cols = 0;          // input features (ggml ne0, contiguous)
+  int row_bytes = 0;
+};
+
+// embedding.cl: out[t][:] = dequant(table[ids[t]])          out: [n][table.cols]
+void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buffer& out);
+
+// matvec.cl: y[r][o] (+)= W[o] . x[r] for r < n_rows (<= 4)   x: [n_rows][W.cols]  y: [n_rows][ldy]
+void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate);
+
+// dequant.cl: Bp = panels of W (see gemm.cl)                 Bp: [pad16(W.rows)][W.cols]
+void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t bp_offset_floats = 0);
+// dequant.cl: out = W as row-major floats                    out: [W.rows][W.cols]
+void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out);
+size_t panel_floats(int rows, int cols);  // floats dequant_to_panels writes
+size_t packed_a_floats(int m, int k);     // floats pack_a writes
+
+// gemm.cl: Ap = pack(X)                                      X: [m][ldx], Ap: [pad8(m)][k]
+void pack_a(Context& c, const Buffer& X, int m, int k, int ldx, Buffer& Ap);
+// gemm.cl: C[m][n] (+)= A[m][k] B[n][k]^T from packed operands; C leading dimension ldc
+void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer& Bp, Buffer& C, int ldc,
+                 bool accumulate);
+
+// norm.cl: out[r] = rmsnorm(x[r]) * w                        x, out: [n_rows][n]
+void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps);
+
+// rope.cl: rotate heads [col0 + h*head_dim] of buf rows       buf: [n_tokens][ld], pos: [n_tokens]
+void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& pos,
+          int n_tokens, float theta);
+// rope.cl: re-rotate cached keys by delta[h][slot]            k_cache: [n_heads][cap][head_dim]
+void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
+                int n_slots, float theta);
+
+// elementwise.cl
+void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act);  // gu: [n][2*n_ff]
+void add_inplace(Context& c, Buffer& y, const Buffer& x, int n);
+
+// kv_cache.cl: store chunk keys/values at slot0..           caches: [n_kv_heads][cap][head_dim]
+void kv_store(Context& c, const Buffer& qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, Buffer& k_cache,
+              Buffer& v_cache, int cap, int slot0, int n_tokens);
+// kv_cache.cl: dst[h][j] = src[h][keep[h][j]] for j < n_keep
+void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim,
+               const Buffer& keep, int n_keep);
+
+struct AttentionShape {
+  int n_heads, n_kv_heads, head_dim, cap;
+};
+// attention.cl: out = softmax(q k^T * scale, causal) v; lse per (row, head)
+void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
+               const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse);
+// attention.cl: mass[g][j] += attention paid to entry j by rows [r0, r1) (summed over group)
+void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
+                    int n_past, int r0, int r1, const Buffer& lse, Buffer& mass, size_t mass_offset_floats);
+
+// cross_entropy.cl
+void ce_init(Context& c, Buffer& m, Buffer& s, Buffer& tl, int n);
+void ce_update(Context& c, const Buffer& logits, int n, int tile, int v0, const Buffer& targets, Buffer& m,
+               Buffer& s, Buffer& tl);
+
+}  // namespace infinipot::ops

@@ -1,0 +1,22 @@
+// Launchers for gemm.cl (packed GEMM and A packing).
+#include "runtime/cl_error.h"
+#include "runtime/ops.h"
+
+namespace infinipot::ops {
+
+void pack_a(Context& c, const Buffer& X, int m, int k, int ldx, Buffer& Ap) {
+  if (Ap.bytes() < packed_a_floats(m, k) * 4) throw cl::ClError("invalid launch: pack_a output too small");
+  c.kernel("gemm.cl", "pack_a").args(X, m, k, ldx, Ap).launch(c.queue(), {size_t(k), cl::round_up(m, 8) / 8});
+}
+
+void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer& Bp, Buffer& C, int ldc,
+                 bool accumulate) {
+  if (Ap.bytes() < packed_a_floats(m, k) * 4 || Bp.bytes() < panel_floats(n, k) * 4 ||
+      C.bytes() < (size_t(m - 1) * ldc + n) * 4)
+    throw cl::ClError("invalid launch: gemm_packed operand too small");
+  c.kernel("gemm.cl", "gemm_packed", accumulate ? "-DACCUM" : "")
+      .args(m, n, k, Ap, Bp, C, ldc)
+      .launch(c.queue(), {cl::round_up(n, 16) / 16, cl::round_up(m, 8) / 8});
+}
+
+}  // namespace infinipot::ops

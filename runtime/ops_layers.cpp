@@ -1,0 +1,90 @@
+// Launchers for norm.cl, rope.cl, elementwise.cl, kv_cache.cl, attention.cl, cross_entropy.cl.
+#include <cmath>
+#include <string>
+
+#include "runtime/cl_error.h"
+#include "runtime/ops.h"
+
+namespace infinipot::ops {
+void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps) {
+  int local = c.tuning().norm_local;
+  if (local < 1 || (local & (local - 1))) local = 1;
+  c.kernel("norm.cl", "rms_norm", "-DLOCAL=" + std::to_string(local))
+      .args(x, w, out, n, eps)
+      .launch(c.queue(), {size_t(n_rows) * local}, {size_t(local)});
+}
+
+void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& pos,
+          int n_tokens, float theta) {
+  c.kernel("rope.cl", "rope")
+      .args(buf, ld, col0, head_dim, n_rot, pos, theta)
+      .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
+}
+
+void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
+                int n_slots, float theta) {
+  c.kernel("rope.cl", "rope_shift")
+      .args(k_cache, cap, head_dim, n_rot, delta, n_slots, theta)
+      .launch(c.queue(), {size_t(n_rot / 2), size_t(n_slots), size_t(n_heads)});
+}
+
+void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act) {
+  c.kernel("elementwise.cl", "swiglu").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
+}
+
+void add_inplace(Context& c, Buffer& y, const Buffer& x, int n) {
+  c.kernel("elementwise.cl", "add_inplace").args(y, x, n).launch(c.queue(), {size_t(n)});
+}
+
+void kv_store(Context& c, const Buffer& qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, Buffer& k_cache,
+              Buffer& v_cache, int cap, int slot0, int n_tokens) {
+  if (slot0 < 0 || slot0 + n_tokens > cap)
+    throw cl::ClError("invalid launch: kv_store slots " + std::to_string(slot0) + ".." +
+                      std::to_string(slot0 + n_tokens) + " exceed capacity " + std::to_string(cap));
+  c.kernel("kv_cache.cl", "kv_store")
+      .args(qkv, ld, k0, v0, head_dim, k_cache, v_cache, cap, slot0)
+      .launch(c.queue(), {size_t(head_dim), size_t(n_kv_heads), size_t(n_tokens)});
+}
+
+void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim, const Buffer& keep,
+               int n_keep) {
+  c.kernel("kv_cache.cl", "kv_gather")
+      .args(src, dst, cap, head_dim, keep, n_keep)
+      .launch(c.queue(), {size_t(head_dim), size_t(n_keep), size_t(n_kv_heads)});
+}
+
+static std::string attention_options(const AttentionShape& s) {
+  if (s.head_dim % 4 || s.n_heads % s.n_kv_heads)
+    throw cl::ClError("invalid launch: attention needs head_dim % 4 == 0 and n_heads % n_kv_heads == 0");
+  return "-DHEAD_DIM=" + std::to_string(s.head_dim) + " -DGROUP=" + std::to_string(s.n_heads / s.n_kv_heads);
+}
+
+void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
+               const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse) {
+  if (n_past + n > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  c.kernel("attention.cl", "attention", attention_options(s))
+      .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads)
+      .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)});
+}
+
+void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
+                    int n_past, int r0, int r1, const Buffer& lse, Buffer& mass, size_t mass_offset) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  c.kernel("attention.cl", "attention_mass", attention_options(s))
+      .args(q, ldq, k_cache, s.cap, n_past, r0, r1, scale, lse, s.n_heads, mass, static_cast<int>(mass_offset))
+      .launch(c.queue(), {size_t(n_past + r1), size_t(s.n_kv_heads)});
+}
+
+void ce_init(Context& c, Buffer& m, Buffer& s, Buffer& tl, int n) {
+  c.kernel("cross_entropy.cl", "ce_init").args(m, s, tl, n).launch(c.queue(), {size_t(n)});
+}
+
+void ce_update(Context& c, const Buffer& logits, int n, int tile, int v0, const Buffer& targets, Buffer& m, Buffer& s,
+               Buffer& tl) {
+  c.kernel("cross_entropy.cl", "ce_update")
+      .args(logits, n, tile, v0, targets, m, s, tl)
+      .launch(c.queue(), {size_t(n)});
+}
+
+}  // namespace infinipot::ops

@@ -1,0 +1,68 @@
+// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl, dequant.cl.
+#include <string>
+
+#include "runtime/cl_error.h"
+#include "runtime/ops.h"
+
+namespace infinipot::ops {
+namespace {
+
+std::string wtype_option(gguf::TensorType t) {
+  switch (t) {
+    case gguf::TensorType::F32: case gguf::TensorType::F16: case gguf::TensorType::Q4_0:
+    case gguf::TensorType::Q4_1: case gguf::TensorType::Q8_0: case gguf::TensorType::Q6_K:
+      return "-DWTYPE=" + std::to_string(static_cast<int>(t));
+    default:
+      throw cl::ClError("no device kernel for weight type id " + std::to_string(static_cast<int>(t)) +
+                        " (supported on device: F32, F16, Q4_0, Q4_1, Q8_0, Q6_K)");
+  }
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw cl::ClError("invalid launch: " + what);
+}
+
+}  // namespace
+
+size_t panel_floats(int rows, int cols) { return cl::round_up(rows, 16) * static_cast<size_t>(cols); }
+size_t packed_a_floats(int m, int k) { return cl::round_up(m, 8) * static_cast<size_t>(k); }
+
+void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buffer& out) {
+  require(table.cols % 8 == 0, "embedding width must be a multiple of 8");
+  require(out.bytes() >= size_t(n) * table.cols * 4, "embed: output buffer too small");
+  c.kernel("quant_formats.cl+embedding.cl", "embed_rows", wtype_option(table.type))
+      .args(table.buf, table.row_bytes, ids, table.cols, out)
+      .launch(c.queue(), {size_t(table.cols / 8), size_t(n)});
+}
+
+void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate) {
+  require(n_rows >= 1 && n_rows <= 4, "matvec handles 1..4 rows");
+  require(W.cols % 8 == 0, "matvec: K must be a multiple of 8");
+  require(x.bytes() >= size_t(n_rows) * W.cols * 4, "matvec: input too small");
+  require(y.bytes() >= (size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec: output too small");
+  std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
+  const int local = c.tuning().matvec_local;
+  auto k = c.kernel("quant_formats.cl+matvec.cl", "matvec", opts);
+  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, ldy);
+  if (local > 1) k.launch(c.queue(), {size_t(W.rows)}, {size_t(local)});
+  else k.launch(c.queue(), {size_t(W.rows)});
+}
+
+void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t offset) {
+  require(W.cols % 8 == 0, "dequant: K must be a multiple of 8");
+  require(Bp.bytes() >= (offset + panel_floats(W.rows, W.cols)) * 4, "dequant_to_panels: output too small");
+  const int rows_pad = static_cast<int>(cl::round_up(W.rows, 16));
+  c.kernel("quant_formats.cl+dequant.cl", "dequant_to_panels", wtype_option(W.type))
+      .args(W.buf, W.row_bytes, W.rows, W.cols, Bp, static_cast<int>(offset), rows_pad)
+      .launch(c.queue(), {size_t(W.cols / 8), size_t(rows_pad)});
+}
+
+void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out) {
+  require(W.cols % 8 == 0, "dequant: K must be a multiple of 8");
+  require(out.bytes() >= size_t(W.rows) * W.cols * 4, "dequant_rows: output too small");
+  c.kernel("quant_formats.cl+dequant.cl", "dequant_rows", wtype_option(W.type))
+      .args(W.buf, W.row_bytes, W.cols, out)
+      .launch(c.queue(), {size_t(W.cols / 8), size_t(W.rows)});
+}
+
+}  // namespace infinipot::ops

@@ -1,0 +1,85 @@
+#include "runtime/tuning.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/cl_error.h"
+#include "runtime/embedded.h"
+
+namespace infinipot::cl {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+nlohmann::json load_data() {
+  std::string text;
+  if (const char* path = std::getenv("INFINIPOT_PLATFORMS_FILE")) {
+    std::ifstream in(path);
+    if (!in) throw ClError(std::string("INFINIPOT_PLATFORMS_FILE=") + path + " cannot be read");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  } else {
+    text = embedded_text("tuning.json");
+  }
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw ClError(std::string("platforms/tuning.json is not valid JSON: ") + e.what());
+  }
+}
+
+void apply_values(Tuning& t, const nlohmann::json& j) {
+  if (!j.is_object()) return;
+  t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
+  t.gemm_tile_m = j.value("gemm_tile_m", t.gemm_tile_m);
+  t.matvec_local = j.value("matvec_local", t.matvec_local);
+  t.norm_local = j.value("norm_local", t.norm_local);
+  t.attention_local = j.value("attention_local", t.attention_local);
+  t.use_fp16 = j.value("use_fp16", t.use_fp16);
+  t.prefill_chunk = j.value("prefill_chunk", t.prefill_chunk);
+}
+
+}  // namespace
+
+nlohmann::json Tuning::to_json() const {
+  return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend},
+          {"gemm_tile_m", gemm_tile_m}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
+          {"attention_local", attention_local}, {"use_fp16", use_fp16}, {"prefill_chunk", prefill_chunk}};
+}
+
+Tuning lookup_tuning(const DeviceInfo& dev) {
+  nlohmann::json data = load_data();
+  Tuning t;
+  apply_values(t, data.value("default", nlohmann::json::object()));
+  const std::string vendor_text = lower(dev.platform_name + " " + dev.platform_vendor + " " + dev.vendor);
+  for (const auto& alias : data.value("vendor_aliases", nlohmann::json::array())) {
+    if (alias.size() != 2 || vendor_text.find(alias[1].get<std::string>()) == std::string::npos) continue;
+    t.vendor_key = alias[0].get<std::string>();
+    break;
+  }
+  const auto& vendors = data.value("vendors", nlohmann::json::object());
+  if (t.vendor_key != "default" && vendors.contains(t.vendor_key)) {
+    const auto& v = vendors[t.vendor_key];
+    apply_values(t, v.value("default", nlohmann::json::object()));
+    const std::string name = lower(dev.name);
+    const auto devices = v.value("devices", nlohmann::json::object());
+    for (auto it = devices.begin(); it != devices.end(); ++it) {
+      if (name.find(lower(it.key())) == std::string::npos) continue;
+      t.device_key = it.key();
+      apply_values(t, it.value());
+      break;
+    }
+  }
+  if (t.gemm_backend != "packed" && t.gemm_backend != "clblast")
+    throw ClError("platforms/tuning.json: gemm_backend '" + t.gemm_backend + "' is neither 'packed' nor 'clblast'");
+  if (t.gemm_tile_m != 8) t.gemm_tile_m = 8;  // the only tile the packed kernel is compiled for
+  return t;
+}
+
+}  // namespace infinipot::cl

@@ -1,0 +1,27 @@
+// Per-device tuning read from platforms/tuning.json (embedded at build time), keyed
+// vendor -> device with defaults. Nothing else in the code looks at device names.
+#pragma once
+#include <string>
+#include <nlohmann/json.hpp>
+#include "runtime/device.h"
+
+namespace infinipot::cl {
+
+struct Tuning {
+  std::string vendor_key = "default";  // which vendor entry matched
+  std::string device_key = "default";  // which device entry matched
+  std::string gemm_backend = "packed"; // "packed" | "clblast"
+  int gemm_tile_m = 8;                 // rows of A per work-item in gemm_packed (8)
+  int matvec_local = 64;               // work-group size of matvec kernels (1 = driver loops)
+  int norm_local = 64;                 // work-group size of row reductions
+  int attention_local = 64;
+  bool use_fp16 = false;               // requested; effective only with cl_khr_fp16
+  int prefill_chunk = 512;             // tokens per prefill step
+
+  nlohmann::json to_json() const;
+};
+
+// Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments).
+Tuning lookup_tuning(const DeviceInfo& dev);
+
+}  // namespace infinipot::cl
