@@ -2,11 +2,11 @@
 // Both operands are packed so the inner loop reads contiguous vectors:
 //   Ap: [M_pad/8 panels][K][8]    (pack_a below; rows past M zero)
 //   Bp: [N_pad/16 panels][K][16]  (dequant.cl: dequant_to_panels)
-//   C:  row-major, leading dimension ldc; columns [0, N) written
+//   C:  row-major from element c_off, leading dimension ldc; columns [0, N) written
 // Each work-item computes an 8x16 tile held in 8 float16 registers (one AVX-512 register
 // each on CPUs; PoCL reached 160-173 GFLOP/s on 2 cores). ACCUM (-D) adds into C.
 __kernel void gemm_packed(const int M, const int N, const int K, __global const float* Ap,
-                          __global const float* Bp, __global float* C, const int ldc) {
+                          __global const float* Bp, __global float* C, const int c_off, const int ldc) {
   const int nb = get_global_id(0);
   const int mb = get_global_id(1);
   if (nb * 16 >= N || mb * 8 >= M) return;
@@ -30,7 +30,7 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
   for (int i = 0; i < 8; ++i) {
     const int m = mb * 8 + i;
     if (m >= M) break;
-    __global float* dst = C + (size_t)m * ldc + n0;
+    __global float* dst = C + c_off + (size_t)m * ldc + n0;
     float r[16];
     vstore16(acc[i], 0, r);
     const int cols = min(16, N - n0);

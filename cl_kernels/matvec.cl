@@ -1,5 +1,5 @@
 // Quantized matrix-vector products for decode (needs quant_formats.cl).
-//   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float
+//   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
 //   y[r][o] (+)= sum_k W[o][k] * x[r][k]
 // One work-item per output o; it loops over the (few) rows so each weight is read once.
 // ACCUM (host -D): add into y instead of overwriting (fused residual add).
@@ -7,7 +7,7 @@
 #define MAX_ROWS 4
 #endif
 __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_out, const int K,
-                     __global const float* x, const int n_rows, __global float* y, const int ldy) {
+                     __global const float* x, const int n_rows, __global float* y, const int y_off, const int ldy) {
   const int o = get_global_id(0);
   if (o >= n_out) return;
   __global const uchar* row = W + (size_t)o * row_bytes;
@@ -21,9 +21,9 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
     const float8 a = acc[r];
     const float s = (a.s0 + a.s1) + (a.s2 + a.s3) + (a.s4 + a.s5) + (a.s6 + a.s7);
 #ifdef ACCUM
-    y[(size_t)r * ldy + o] += s;
+    y[y_off + (size_t)r * ldy + o] += s;
 #else
-    y[(size_t)r * ldy + o] = s;
+    y[y_off + (size_t)r * ldy + o] = s;
 #endif
   }
 }

@@ -24,7 +24,8 @@ struct DeviceWeight {
 void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buffer& out);
 
 // matvec.cl: y[r][o] (+)= W[o] . x[r] for r < n_rows (<= 4)   x: [n_rows][W.cols]  y: [n_rows][ldy]
-void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate);
+void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
+            size_t y_offset = 0);
 
 // dequant.cl: Bp = panels of W (see gemm.cl)                 Bp: [pad16(W.rows)][W.cols]
 void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t bp_offset_floats = 0);
@@ -35,9 +36,10 @@ size_t packed_a_floats(int m, int k);     // floats pack_a writes
 
 // gemm.cl: Ap = pack(X)                                      X: [m][ldx], Ap: [pad8(m)][k]
 void pack_a(Context& c, const Buffer& X, int m, int k, int ldx, Buffer& Ap);
-// gemm.cl: C[m][n] (+)= A[m][k] B[n][k]^T from packed operands; C leading dimension ldc
+// gemm.cl: C[m][n] (+)= A[m][k] B[n][k]^T from packed operands; C from element c_offset,
+// leading dimension ldc
 void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer& Bp, Buffer& C, int ldc,
-                 bool accumulate);
+                 bool accumulate, size_t c_offset = 0);
 
 // norm.cl: out[r] = rmsnorm(x[r]) * w                        x, out: [n_rows][n]
 void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps);

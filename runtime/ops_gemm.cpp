@@ -10,12 +10,12 @@ void pack_a(Context& c, const Buffer& X, int m, int k, int ldx, Buffer& Ap) {
 }
 
 void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer& Bp, Buffer& C, int ldc,
-                 bool accumulate) {
+                 bool accumulate, size_t c_offset) {
   if (Ap.bytes() < packed_a_floats(m, k) * 4 || Bp.bytes() < panel_floats(n, k) * 4 ||
-      C.bytes() < (size_t(m - 1) * ldc + n) * 4)
+      C.bytes() < (c_offset + size_t(m - 1) * ldc + n) * 4)
     throw cl::ClError("invalid launch: gemm_packed operand too small");
   c.kernel("gemm.cl", "gemm_packed", accumulate ? "-DACCUM" : "")
-      .args(m, n, k, Ap, Bp, C, ldc)
+      .args(m, n, k, Ap, Bp, C, static_cast<int>(c_offset), ldc)
       .launch(c.queue(), {cl::round_up(n, 16) / 16, cl::round_up(m, 8) / 8});
 }
 

@@ -35,15 +35,16 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
       .launch(c.queue(), {size_t(table.cols / 8), size_t(n)});
 }
 
-void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate) {
+void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
+            size_t y_offset) {
   require(n_rows >= 1 && n_rows <= 4, "matvec handles 1..4 rows");
   require(W.cols % 8 == 0, "matvec: K must be a multiple of 8");
   require(x.bytes() >= size_t(n_rows) * W.cols * 4, "matvec: input too small");
-  require(y.bytes() >= (size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec: output too small");
+  require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec: output too small");
   std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
   const int local = c.tuning().matvec_local;
   auto k = c.kernel("quant_formats.cl+matvec.cl", "matvec", opts);
-  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, ldy);
+  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy);
   if (local > 1) k.launch(c.queue(), {size_t(W.rows)}, {size_t(local)});
   else k.launch(c.queue(), {size_t(W.rows)});
 }
