@@ -4,12 +4,13 @@
 //   Bp: [n_out_pad/16 panels][K][16] float, rows past n_out zero
 // so that panel p, step k holds weights (16p .. 16p+15, k) contiguously.
 // One work-item per (output row, group of 8 along K).
-__kernel void dequant_to_panels(__global const uchar* W, const int row_bytes, const int n_out, const int K,
-                                __global float* Bp, const int bp_off, const int n_out_pad) {
+// row0: first source row, so a tile of a large matrix (the LM head) can be dequantized alone.
+__kernel void dequant_to_panels(__global const uchar* W, const int row_bytes, const int row0, const int n_out,
+                                const int K, __global float* Bp, const int bp_off, const int n_out_pad) {
   const int g = get_global_id(0);  // k / 8
   const int o = get_global_id(1);
   if (g * 8 >= K || o >= n_out_pad) return;
-  const float8 w = o < n_out ? load8(W + (size_t)o * row_bytes, g * 8) : (float8)(0.0f);
+  const float8 w = o < n_out ? load8(W + (size_t)(row0 + o) * row_bytes, g * 8) : (float8)(0.0f);
   __global float* dst = Bp + bp_off + ((size_t)(o >> 4) * K + g * 8) * 16 + (o & 15);
   dst[0] = w.s0; dst[16] = w.s1; dst[32] = w.s2; dst[48] = w.s3;
   dst[64] = w.s4; dst[80] = w.s5; dst[96] = w.s6; dst[112] = w.s7;

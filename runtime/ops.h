@@ -29,6 +29,8 @@ void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buff
 
 // dequant.cl: Bp = panels of W (see gemm.cl)                 Bp: [pad16(W.rows)][W.cols]
 void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t bp_offset_floats = 0);
+// dequant.cl: panels of rows [row0, row0 + n_rows) of W only    Bp: [pad16(n_rows)][W.cols]
+void dequant_rows_to_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp);
 // dequant.cl: out = W as row-major floats                    out: [W.rows][W.cols]
 void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out);
 size_t panel_floats(int rows, int cols);  // floats dequant_to_panels writes

@@ -49,13 +49,22 @@ void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buff
   else k.launch(c.queue(), {size_t(W.rows)});
 }
 
-void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t offset) {
+static void dequant_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp, size_t offset) {
   require(W.cols % 8 == 0, "dequant: K must be a multiple of 8");
-  require(Bp.bytes() >= (offset + panel_floats(W.rows, W.cols)) * 4, "dequant_to_panels: output too small");
-  const int rows_pad = static_cast<int>(cl::round_up(W.rows, 16));
+  require(row0 >= 0 && n_rows > 0 && row0 + n_rows <= W.rows, "dequant: row range outside the matrix");
+  require(Bp.bytes() >= (offset + panel_floats(n_rows, W.cols)) * 4, "dequant_to_panels: output too small");
+  const int rows_pad = static_cast<int>(cl::round_up(n_rows, 16));
   c.kernel("quant_formats.cl+dequant.cl", "dequant_to_panels", wtype_option(W.type))
-      .args(W.buf, W.row_bytes, W.rows, W.cols, Bp, static_cast<int>(offset), rows_pad)
+      .args(W.buf, W.row_bytes, row0, n_rows, W.cols, Bp, static_cast<int>(offset), rows_pad)
       .launch(c.queue(), {size_t(W.cols / 8), size_t(rows_pad)});
+}
+
+void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t offset) {
+  dequant_panels(c, W, 0, W.rows, Bp, offset);
+}
+
+void dequant_rows_to_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp) {
+  dequant_panels(c, W, row0, n_rows, Bp, 0);
 }
 
 void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out) {

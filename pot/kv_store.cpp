@@ -1,0 +1,69 @@
+#include "pot/kv_store.h"
+
+#include <string>
+
+#include "runtime/cl_error.h"
+#include "runtime/ops.h"
+
+namespace infinipot {
+
+uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity) {
+  return 2ull * cfg.n_layer * cfg.n_head_kv * static_cast<uint64_t>(capacity) * cfg.head_dim * sizeof(float);
+}
+
+KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity) : ctx_(ctx), cfg_(cfg), capacity_(capacity) {
+  if (capacity <= 0) throw cl::ClError("KV capacity must be positive, got " + std::to_string(capacity));
+  const size_t bytes = size_t(cfg.n_head_kv) * capacity * cfg.head_dim * sizeof(float);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    keys_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, "kv.k." + std::to_string(l)));
+    values_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, "kv.v." + std::to_string(l)));
+  }
+}
+
+void KvStore::commit(int n_tokens) {
+  if (size_ + n_tokens > capacity_)
+    throw cl::ClError("KV store overflow: " + std::to_string(size_ + n_tokens) + " entries for capacity " +
+                      std::to_string(capacity_));
+  size_ += n_tokens;
+  next_position_ += n_tokens;
+}
+
+void KvStore::reset() {
+  size_ = 0;
+  next_position_ = 0;
+}
+
+void KvStore::set_size(int n, int next_position) {
+  if (n < 0 || n > capacity_) throw cl::ClError("KV store: size " + std::to_string(n) + " out of range");
+  size_ = n;
+  next_position_ = next_position;
+}
+
+void KvStore::compact(int layer, const std::vector<int>& keep, int n_keep) {
+  if (n_keep < 0 || n_keep > size_ || keep.size() != size_t(cfg_.n_head_kv) * n_keep)
+    throw cl::ClError("KV compact: keep list does not match [n_kv_heads][n_keep]");
+  for (int s : keep)
+    if (s < 0 || s >= size_) throw cl::ClError("KV compact: slot " + std::to_string(s) + " is not filled");
+  if (n_keep == 0) return;
+  // Gathering in place could overwrite a slot before it is read, so go through a copy.
+  const size_t bytes = keys_[layer].bytes();
+  cl::Buffer keep_dev = ctx_.memory().alloc(cl::MemCategory::Scratch, keep.size() * sizeof(int), "kv.keep");
+  ctx_.write(keep_dev, keep.data(), keep.size() * sizeof(int));
+  cl::Buffer tmp = ctx_.memory().alloc(cl::MemCategory::Scratch, bytes, "kv.compact");
+  for (cl::Buffer* buf : {&keys_[layer], &values_[layer]}) {
+    ctx_.copy(*buf, tmp, bytes);
+    ops::kv_gather(ctx_, tmp, *buf, cfg_.n_head_kv, capacity_, cfg_.head_dim, keep_dev, n_keep);
+  }
+  ctx_.finish();
+}
+
+void KvStore::rerotate(int layer, const std::vector<int>& delta) {
+  if (delta.size() != size_t(cfg_.n_head_kv) * capacity_)
+    throw cl::ClError("KV rerotate: delta must be [n_kv_heads][capacity]");
+  cl::Buffer d = ctx_.memory().alloc(cl::MemCategory::Scratch, delta.size() * sizeof(int), "kv.delta");
+  ctx_.write(d, delta.data(), delta.size() * sizeof(int));
+  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, d, size_, cfg_.rope_theta);
+  ctx_.finish();
+}
+
+}  // namespace infinipot

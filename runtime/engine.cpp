@@ -1,0 +1,45 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+
+namespace infinipot {
+
+Engine::Engine(const EngineOptions& opts)
+    : opts_(opts), file_(gguf::GgufFile::open(opts.model_path)), cfg_(read_llama_config(file_)),
+      table_(map_weights(file_, cfg_)) {
+  tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file_));
+  template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(file_));
+}
+
+Engine::~Engine() = default;
+
+void Engine::prepare(int kv_capacity) {
+  forward_.reset();
+  kv_.reset();
+  model_.reset();
+  ctx_.reset();
+  cl::ContextOptions co;
+  co.device = opts_.device;
+  co.device_mem = opts_.device_mem;
+  ctx_ = std::make_unique<cl::Context>(co);
+  chunk_ = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
+  chunk_ = std::max(1, std::min(chunk_, kv_capacity));
+
+  cl::MemoryPlan plan = Forward::plan(cfg_, chunk_);
+  plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
+  plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity);
+  const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1);
+  ctx_->memory().check_plan(plan, "a smaller KV capacity (" + std::to_string(kv_capacity) + " entries take " +
+                                      cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " +
+                                      cl::format_bytes(per_entry) + " per token)");
+
+  model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_));
+  kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity);
+  forward_ = std::make_unique<Forward>(*ctx_, *model_, *kv_, chunk_);
+}
+
+nlohmann::json Engine::memory_report() const {
+  return ctx_ ? ctx_->memory().report() : nlohmann::json::object();
+}
+
+}  // namespace infinipot

@@ -1,0 +1,96 @@
+// The engine a command runs: the model file and tokenizer on the host, then (prepare) the
+// OpenCL context, weights, KV store and forward pass on the device under one budget.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "model_loader/chat_template.h"
+#include "model_loader/gguf.h"
+#include "model_loader/model_config.h"
+#include "model_loader/tokenizer.h"
+#include "pot/kv_store.h"
+#include "runtime/context.h"
+#include "runtime/forward.h"
+#include "runtime/model_weights.h"
+#include "runtime/sampling.h"
+
+namespace infinipot {
+
+struct EngineOptions {
+  std::string model_path;
+  std::string device;          // --device
+  uint64_t device_mem = 0;     // --device-mem (0: the device's global memory)
+  int chunk = 0;               // prefill chunk (0: from platforms/ tuning)
+};
+
+struct GenerateOptions {
+  int n_predict = 256;
+  SamplerOptions sampler;
+  std::function<void(const std::string&)> on_text;  // streamed pieces of the answer
+};
+
+struct GenerateResult {
+  std::string text;
+  std::vector<TokenId> tokens;
+  int prompt_tokens = 0;
+  double ttft_s = 0;          // prompt submitted -> first token sampled
+  double prefill_s = 0;
+  double decode_s = 0;
+  std::string stop_reason;    // "eos" | "length"
+};
+
+class Engine {
+ public:
+  // Opens and validates the model and its tokenizer (no device work yet).
+  explicit Engine(const EngineOptions& opts);
+  ~Engine();
+
+  const LlamaConfig& config() const { return cfg_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ChatTemplate& chat_template() const { return *template_; }
+  const gguf::GgufFile& file() const { return file_; }
+
+  // Creates the device side for a KV capacity of kv_capacity entries. Checks the whole
+  // memory plan against the budget first; throws BudgetError naming the minimum.
+  void prepare(int kv_capacity);
+  cl::Context& context() { return *ctx_; }
+  KvStore& kv() { return *kv_; }
+  Forward& forward() { return *forward_; }
+  int chunk() const { return chunk_; }
+
+  // Feeds the prompt (chunked prefill) then samples until EOS/end-of-turn or n_predict.
+  GenerateResult generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts);
+  nlohmann::json memory_report() const;
+
+ private:
+  EngineOptions opts_;
+  gguf::GgufFile file_;
+  LlamaConfig cfg_;
+  WeightTable table_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<cl::Context> ctx_;
+  std::unique_ptr<DeviceModel> model_;
+  std::unique_ptr<KvStore> kv_;
+  std::unique_ptr<Forward> forward_;
+  int chunk_ = 512;
+};
+
+// Perplexity the way llama.cpp's llama-perplexity computes it: non-overlapping windows of
+// n_ctx tokens, each scored on its second half (positions n_ctx/2 .. n_ctx-2 predicting the
+// next token), KV cleared between windows.
+struct PerplexityResult {
+  double perplexity = 0;
+  double stderr_ppl = 0;   // uncertainty as llama.cpp estimates it
+  int windows = 0;
+  int scored_tokens = 0;
+  int n_tokens = 0;
+  double seconds = 0;
+};
+PerplexityResult perplexity(Engine& engine, const std::vector<TokenId>& tokens, int n_ctx,
+                            const std::function<void(int, int, double)>& progress = {});
+
+}  // namespace infinipot

@@ -1,0 +1,182 @@
+#include "runtime/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "runtime/cl_error.h"
+#include "runtime/ops.h"
+
+namespace infinipot {
+namespace {
+
+constexpr int kMatvecMaxRows = 4;  // below this many rows, read quantized weights directly
+
+struct Sizes {
+  size_t ids, x, qkv, attn, lse, gu, act, ap, bp, logits;
+};
+
+Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
+  const size_t n = chunk, qkv_ld = size_t(c.n_head + 2 * c.n_head_kv) * c.head_dim;
+  const int widest_in = std::max({c.n_embd, c.n_head * c.head_dim, c.n_ff});
+  size_t bp = 0;
+  for (auto [rows, cols] : {std::pair{c.n_head * c.head_dim, c.n_embd}, {c.n_head_kv * c.head_dim, c.n_embd},
+                            {c.n_embd, c.n_head * c.head_dim}, {c.n_ff, c.n_embd}, {c.n_embd, c.n_ff},
+                            {std::min(lm_tile, c.n_vocab), c.n_embd}})
+    bp = std::max(bp, ops::panel_floats(rows, cols));
+  return {n * 4,
+          n * c.n_embd * 4,
+          n * qkv_ld * 4,
+          n * c.n_head * c.head_dim * 4,
+          n * c.n_head * 4,
+          n * 2 * c.n_ff * 4,
+          n * c.n_ff * 4,
+          ops::packed_a_floats(chunk, widest_in) * 4,
+          bp * 4,
+          std::max<size_t>(c.n_vocab, n * std::min(lm_tile, c.n_vocab)) * 4};
+}
+
+}  // namespace
+
+cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, int lm_tile) {
+  Sizes s = sizes(cfg, max_chunk, lm_tile);
+  cl::MemoryPlan p;
+  p[cl::MemCategory::Activations] = 2 * s.ids + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids;
+  p[cl::MemCategory::Gemm] = s.ap + s.bp;
+  p[cl::MemCategory::Scratch] = s.logits;
+  return p;
+}
+
+Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile)
+    : ctx_(ctx), m_(model), kv_(kv), max_chunk_(max_chunk), lm_tile_(std::min(lm_tile, model.cfg.n_vocab)) {
+  const LlamaConfig& c = m_.cfg;
+  qkv_ld_ = (c.n_head + 2 * c.n_head_kv) * c.head_dim;
+  Sizes s = sizes(c, max_chunk, lm_tile_);
+  auto& mem = ctx.memory();
+  using cl::MemCategory;
+  ids_ = mem.alloc(MemCategory::Activations, s.ids, "ids");
+  pos_ = mem.alloc(MemCategory::Activations, s.ids, "positions");
+  x_ = mem.alloc(MemCategory::Activations, s.x, "x");
+  xn_ = mem.alloc(MemCategory::Activations, s.x, "x_norm");
+  qkv_ = mem.alloc(MemCategory::Activations, s.qkv, "qkv");
+  attn_ = mem.alloc(MemCategory::Activations, s.attn, "attn_out");
+  lse_ = mem.alloc(MemCategory::Activations, s.lse, "attn_lse");
+  gu_ = mem.alloc(MemCategory::Activations, s.gu, "gate_up");
+  act_ = mem.alloc(MemCategory::Activations, s.act, "ffn_act");
+  ce_m_ = mem.alloc(MemCategory::Activations, s.ids, "ce_max");
+  ce_s_ = mem.alloc(MemCategory::Activations, s.ids, "ce_sum");
+  ce_t_ = mem.alloc(MemCategory::Activations, s.ids, "ce_target_logit");
+  targets_ = mem.alloc(MemCategory::Activations, s.ids, "ce_targets");
+  ap_ = mem.alloc(MemCategory::Gemm, s.ap, "gemm.packed_a");
+  bp_ = mem.alloc(MemCategory::Gemm, s.bp, "gemm.packed_b");
+  logits_ = mem.alloc(MemCategory::Scratch, s.logits, "logits");
+}
+
+void Forward::pack_input(const cl::Buffer& in, int n, int k) {
+  if (n > kMatvecMaxRows) ops::pack_a(ctx_, in, n, k, k, ap_);
+}
+
+void Forward::project(const ops::DeviceWeight& W, const cl::Buffer& in, int n, cl::Buffer& out, int ldo, int col,
+                      bool accumulate) {
+  if (n <= kMatvecMaxRows) {
+    ops::matvec(ctx_, W, in, n, out, ldo, accumulate, col);
+  } else {
+    ops::dequant_to_panels(ctx_, W, bp_);
+    ops::gemm_packed(ctx_, n, W.rows, W.cols, ap_, bp_, out, ldo, accumulate, col);
+  }
+}
+
+void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) {
+  const LlamaConfig& c = m_.cfg;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) return;
+  if (n > max_chunk_)
+    throw cl::ClError("eval: " + std::to_string(n) + " tokens exceed the chunk size " + std::to_string(max_chunk_));
+  if (n > kv_.free_slots())
+    throw cl::ClError("eval: " + std::to_string(n) + " tokens do not fit in the KV store (" +
+                      std::to_string(kv_.free_slots()) + " free slots)");
+  for (TokenId t : tokens)
+    if (t < 0 || t >= c.n_vocab) throw cl::ClError("eval: token id " + std::to_string(t) + " outside the vocabulary");
+  const int n_past = kv_.size();
+  std::vector<int> pos(n);
+  std::iota(pos.begin(), pos.end(), kv_.next_position());
+  ctx_.write(ids_, tokens.data(), n * sizeof(int));
+  ctx_.write(pos_, pos.data(), n * sizeof(int));
+
+  const int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv_.capacity()};
+
+  // Embedding: x = token_embd[tokens]                                   [n][n_embd]
+  ops::embed(ctx_, m_.token_embd, ids_, n, x_);
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const DeviceLayer& L = m_.layers[l];
+    // Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
+    ops::rms_norm(ctx_, x_, L.attn_norm, xn_, n, c.n_embd, c.rms_eps);           // xn  [n][n_embd]
+    pack_input(xn_, n, c.n_embd);
+    project(L.wq, xn_, n, qkv_, qkv_ld_, 0, false);                              // q   [n][q_dim]
+    project(L.wk, xn_, n, qkv_, qkv_ld_, q_dim, false);                          // k   [n][kv_dim]
+    project(L.wv, xn_, n, qkv_, qkv_ld_, q_dim + kv_dim, false);                 // v   [n][kv_dim]
+    ops::rope(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, c.n_rot, pos_, n, c.rope_theta);
+    ops::rope(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, c.n_rot, pos_, n, c.rope_theta);
+    ops::kv_store(ctx_, qkv_, qkv_ld_, q_dim, q_dim + kv_dim, c.n_head_kv, c.head_dim, kv_.keys(l), kv_.values(l),
+                  kv_.capacity(), n_past, n);
+    ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
+    if (opts.mass)
+      ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, opts.mass_from_row, n, lse_, *opts.mass,
+                          size_t(l) * c.n_head_kv * kv_.capacity());
+    pack_input(attn_, n, q_dim);
+    project(L.wo, attn_, n, x_, c.n_embd, 0, true);                              // x  += attn Wo^T
+
+    // Feed-forward block: x += W_down · (silu(W_gate·xn) * (W_up·xn))
+    ops::rms_norm(ctx_, x_, L.ffn_norm, xn_, n, c.n_embd, c.rms_eps);
+    pack_input(xn_, n, c.n_embd);
+    project(L.w_gate, xn_, n, gu_, 2 * c.n_ff, 0, false);                        // gate [n][n_ff]
+    project(L.w_up, xn_, n, gu_, 2 * c.n_ff, c.n_ff, false);                     // up   [n][n_ff]
+    ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                     // act  [n][n_ff]
+    pack_input(act_, n, c.n_ff);
+    project(L.w_down, act_, n, x_, c.n_embd, 0, true);                           // x  += act Wd^T
+  }
+  // Final norm of every row: the LM head reads xn.
+  ops::rms_norm(ctx_, x_, m_.output_norm, xn_, n, c.n_embd, c.rms_eps);
+  ctx_.finish();
+  kv_.commit(n);
+  last_n_ = n;
+}
+
+std::vector<float> Forward::last_logits() {
+  const LlamaConfig& c = m_.cfg;
+  if (last_n_ == 0) throw cl::ClError("last_logits: nothing evaluated yet");
+  // Move the last normed row to the front of x (free after eval) for the matvec.
+  ctx_.copy(xn_, x_, size_t(c.n_embd) * 4, size_t(last_n_ - 1) * c.n_embd * 4, 0);
+  ops::matvec(ctx_, m_.lm_head(), x_, 1, logits_, c.n_vocab, false);             // logits [n_vocab]
+  std::vector<float> out(c.n_vocab);
+  ctx_.read(logits_, out.data(), out.size() * 4);
+  return out;
+}
+
+std::vector<float> Forward::token_nll(const std::vector<TokenId>& targets) {
+  const LlamaConfig& c = m_.cfg;
+  const int n = last_n_;
+  if (static_cast<int>(targets.size()) != n) throw cl::ClError("token_nll: need one target per evaluated row");
+  ctx_.write(targets_, targets.data(), n * sizeof(int));
+  ops::ce_init(ctx_, ce_m_, ce_s_, ce_t_, n);
+  ops::pack_a(ctx_, xn_, n, c.n_embd, c.n_embd, ap_);
+  const ops::DeviceWeight& head = m_.lm_head();
+  for (int v0 = 0; v0 < c.n_vocab; v0 += lm_tile_) {
+    const int tile = std::min(lm_tile_, c.n_vocab - v0);
+    ops::dequant_rows_to_panels(ctx_, head, v0, tile, bp_);                      // W[v0:v0+tile] panels
+    ops::gemm_packed(ctx_, n, tile, c.n_embd, ap_, bp_, logits_, tile, false);   // logits tile [n][tile]
+    ops::ce_update(ctx_, logits_, n, tile, v0, targets_, ce_m_, ce_s_, ce_t_);
+  }
+  std::vector<float> m(n), s(n), t(n), nll(n);
+  ctx_.read(ce_m_, m.data(), n * 4);
+  ctx_.read(ce_s_, s.data(), n * 4);
+  ctx_.read(ce_t_, t.data(), n * 4);
+  for (int r = 0; r < n; ++r)
+    nll[r] = targets[r] < 0 ? std::numeric_limits<float>::quiet_NaN() : m[r] + std::log(s[r]) - t[r];
+  return nll;
+}
+
+}  // namespace infinipot

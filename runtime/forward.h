@@ -1,0 +1,66 @@
+// The llama forward pass on the device. eval() runs a chunk of tokens through every
+// layer, appending their keys/values to the KV store; the results stay on the device
+// until asked for (last-row logits for sampling, per-token NLL for perplexity and NuC).
+#pragma once
+#include <vector>
+#include "model_loader/tokenizer.h"
+#include "pot/kv_store.h"
+#include "runtime/context.h"
+#include "runtime/model_weights.h"
+
+namespace infinipot {
+
+struct EvalOptions {
+  // Attention mass (CaP): when set, the rows [mass_from_row, n) of this chunk add the
+  // attention they pay to every KV entry into mass: [n_layer][n_kv_heads][capacity].
+  cl::Buffer* mass = nullptr;
+  int mass_from_row = 0;
+};
+
+class Forward {
+ public:
+  // max_chunk: most tokens one eval() takes (prefill chunk); lm_tile: vocabulary rows per
+  // cross-entropy tile.
+  Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile = 4096);
+  // Device bytes the forward pass allocates (activations + scratch) for a memory plan.
+  static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, int lm_tile = 4096);
+
+  // Runs tokens at positions kv.next_position() ..; n <= max_chunk and must fit in the KV store.
+  void eval(const std::vector<TokenId>& tokens, const EvalOptions& opts = {});
+  // Logits [n_vocab] of the last row of the last eval().
+  std::vector<float> last_logits();
+  // -log p(targets[r] | rows <= r) for the rows of the last eval(); targets[r] < 0 skips a row
+  // (its value is NaN). Tiled over the vocabulary: no [n x n_vocab] matrix is ever held.
+  std::vector<float> token_nll(const std::vector<TokenId>& targets);
+  int max_chunk() const { return max_chunk_; }
+
+ private:
+  // out[:, col .. col+W.rows) (+)= in[n][W.cols] W^T; in must already be packed when n > 4.
+  void project(const ops::DeviceWeight& W, const cl::Buffer& in, int n, cl::Buffer& out, int ldo, int col,
+               bool accumulate);
+  void pack_input(const cl::Buffer& in, int n, int k);
+
+  cl::Context& ctx_;
+  const DeviceModel& m_;
+  KvStore& kv_;
+  int max_chunk_;
+  int lm_tile_;
+  int last_n_ = 0;
+  int qkv_ld_ = 0;  // (n_head + 2 n_head_kv) * head_dim
+
+  cl::Buffer ids_;   // [max_chunk] int
+  cl::Buffer pos_;   // [max_chunk] int
+  cl::Buffer x_;     // [max_chunk][n_embd]   residual stream
+  cl::Buffer xn_;    // [max_chunk][n_embd]   normed input of a block; final norm output
+  cl::Buffer qkv_;   // [max_chunk][qkv_ld]   q | k | v
+  cl::Buffer attn_;  // [max_chunk][n_head*head_dim]
+  cl::Buffer lse_;   // [max_chunk][n_head]
+  cl::Buffer gu_;    // [max_chunk][2*n_ff]   gate | up
+  cl::Buffer act_;   // [max_chunk][n_ff]
+  cl::Buffer ap_;    // packed A panels: [pad8(max_chunk)][max(n_embd, n_head*head_dim, n_ff)]
+  cl::Buffer bp_;    // packed weight panels of the largest matrix or LM tile
+  cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile
+  cl::Buffer ce_m_, ce_s_, ce_t_, targets_;  // [max_chunk] each
+};
+
+}  // namespace infinipot

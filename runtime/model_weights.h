@@ -1,0 +1,42 @@
+// The llama model's weights on the device, uploaded once in their GGUF encoding
+// (quantized blocks stay quantized: decode reads them directly, prefill dequantizes
+// one matrix at a time into GEMM panels).
+#pragma once
+#include <vector>
+#include "model_loader/gguf.h"
+#include "model_loader/model_config.h"
+#include "runtime/context.h"
+#include "runtime/ops.h"
+
+namespace infinipot {
+
+struct DeviceLayer {
+  cl::Buffer attn_norm;     // [n_embd] float
+  ops::DeviceWeight wq;     // [n_head*head_dim rows][n_embd]
+  ops::DeviceWeight wk;     // [n_head_kv*head_dim rows][n_embd]
+  ops::DeviceWeight wv;     // [n_head_kv*head_dim rows][n_embd]
+  ops::DeviceWeight wo;     // [n_embd rows][n_head*head_dim]
+  cl::Buffer ffn_norm;      // [n_embd] float
+  ops::DeviceWeight w_gate; // [n_ff rows][n_embd]
+  ops::DeviceWeight w_up;   // [n_ff rows][n_embd]
+  ops::DeviceWeight w_down; // [n_embd rows][n_ff]
+};
+
+struct DeviceModel {
+  LlamaConfig cfg;
+  ops::DeviceWeight token_embd;  // [n_vocab rows][n_embd]
+  cl::Buffer output_norm;        // [n_embd] float
+  ops::DeviceWeight output;      // [n_vocab rows][n_embd]; shares token_embd's buffer when tied
+  bool output_tied = false;
+  std::vector<DeviceLayer> layers;
+
+  const ops::DeviceWeight& lm_head() const { return output_tied ? token_embd : output; }
+};
+
+// Bytes the weights take on the device (for the memory plan, before uploading).
+uint64_t device_weight_bytes(const gguf::GgufFile& file, const WeightTable& table);
+// Uploads every weight through the allocator (category Weights).
+DeviceModel upload_model(cl::Context& ctx, const gguf::GgufFile& file, const LlamaConfig& cfg,
+                         const WeightTable& table);
+
+}  // namespace infinipot

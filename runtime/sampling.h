@@ -1,0 +1,29 @@
+// Token sampling on the host from one row of logits: greedy, or temperature with top-k and
+// top-p (nucleus) filtering, seeded so the same flags give the same tokens.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+#include "model_loader/tokenizer.h"
+
+namespace infinipot {
+
+struct SamplerOptions {
+  float temperature = 0.0f;  // <= 0: greedy (argmax)
+  int top_k = 40;            // <= 0: no top-k filter
+  float top_p = 0.95f;       // >= 1: no nucleus filter
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerOptions& opts);
+  TokenId sample(const std::vector<float>& logits);
+  static TokenId argmax(const std::vector<float>& logits);
+
+ private:
+  SamplerOptions opts_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace infinipot
