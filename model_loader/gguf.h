@@ -75,6 +75,7 @@ class GgufFile {
   uint32_t version() const;
   uint64_t alignment() const;
   size_t file_size() const;
+  uint64_t data_offset() const;  // start of the tensor data section (TensorInfo::offset base)
 
   const std::map<std::string, Value>& metadata() const;
   bool has(const std::string& key) const;
