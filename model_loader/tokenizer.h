@@ -39,8 +39,14 @@ class Tokenizer {
   TokenId bos() const;   // -1 if none
   TokenId eos() const;   // -1 if none
   TokenId eot() const;   // end of turn (<|im_end|> for ChatML models), -1 if none
-  bool is_end_of_generation(TokenId id) const;  // eos or eot
+  // eos, eot, and any token whose text llama.cpp treats as end of generation
+  // (<|endoftext|>, <|im_end|>, <|eot_id|>, ...), so generation stops where llama.cpp's does.
+  bool is_end_of_generation(TokenId id) const;
   TokenId find_token(const std::string& text) const;  // exact vocabulary entry, -1 if absent
+  // tokenizer.ggml.add_bos_token: whether the model expects BOS (llama.cpp's add_special).
+  bool add_bos_default() const;
+  const std::string& pre_tokenizer() const;          // tokenizer.ggml.pre ("default" if absent)
+  const std::string& token_text(TokenId id) const;   // raw vocabulary text (byte-level alphabet)
 
  private:
   struct Impl;
