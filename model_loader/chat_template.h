@@ -2,11 +2,18 @@
 // (ChatML for SmolLM2) rather than run a Jinja interpreter; an unknown template is an error
 // that names it, unless the caller asks for raw prompts.
 #pragma once
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 #include "model_loader/gguf.h"
 
 namespace infinipot {
+
+class ChatTemplateError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct ChatMessage {
   std::string role;     // "system" | "user" | "assistant"
@@ -15,13 +22,20 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
+  // ChatTemplateError for a template of another family (named when recognised), or for a
+  // missing template when the vocabulary has no <|im_start|> to fall back to ChatML with.
   static ChatTemplate from_gguf(const gguf::GgufFile& file);
+  // The same decision from the template text (nullopt: the model has none) and whether the
+  // vocabulary has <|im_start|>.
+  static ChatTemplate from_template(const std::optional<std::string>& template_text, bool vocab_has_im_start);
   // Renders the conversation; add_generation_prompt opens the assistant turn.
   // When the template inserts a default system prompt (SmolLM2 does) and messages have
   // none, it is inserted here too.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   const std::string& family() const { return family_; }       // "chatml"
   const std::string& end_of_turn() const { return end_of_turn_; }  // "<|im_end|>"
+  // System prompt the template inserts when the conversation has none; "" if it has none.
+  const std::string& default_system() const { return default_system_; }
 
  private:
   std::string family_;
