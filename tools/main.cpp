@@ -1,2 +1,30 @@
-// placeholder: the CLI lands with the forward pass
-int main() { return 0; }
+// infinipot: the command-line program. Each subcommand lives in tools/cmd_*.cpp.
+#include <cstdio>
+#include <exception>
+
+#include "runtime/cl_error.h"
+#include "runtime/device_memory.h"
+#include "tools/cli_common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"infinipot: OpenCL LLM inference with a fixed-size KV memory pot"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  infinipot::cli::add_devices_command(app);
+  infinipot::cli::add_inspect_command(app);
+  infinipot::cli::add_tokenize_command(app);
+  infinipot::cli::add_run_command(app);
+  infinipot::cli::add_perplexity_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const infinipot::cl::BudgetError& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,59 @@
+#include "tools/cli_common.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "runtime/device_memory.h"
+
+namespace infinipot::cli {
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw std::invalid_argument(what + " '" + path + "' does not exist");
+  if (S_ISDIR(st.st_mode)) throw std::invalid_argument(what + " '" + path + "' is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument(what + " '" + path + "' cannot be read (permissions?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void require_utf8(const std::string& s, const std::string& what) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; ok && k < n; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    // Reject overlong forms, surrogates and code points past U+10FFFF.
+    if (ok) ok = !(n == 2 && cp < 0x80) && !(n == 3 && cp < 0x800) && !(n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) &&
+                 !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok)
+      throw std::invalid_argument(what + " is not valid UTF-8 (first bad byte at offset " + std::to_string(i) +
+                                  "); convert it first, e.g. `iconv -f latin1 -t utf-8`");
+    i += n;
+  }
+}
+
+CLI::Validator byte_size_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          cl::parse_byte_size(s);
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      "SIZE", "byte size");
+}
+
+}  // namespace infinipot::cli

@@ -1,0 +1,22 @@
+// Helpers shared by the infinipot subcommands.
+#pragma once
+#include <string>
+#include <CLI/CLI.hpp>
+
+namespace infinipot::cli {
+
+// Reads a whole text file; errors name the path and the reason (missing, a directory, ...).
+std::string read_text_file(const std::string& path, const std::string& what);
+// Throws std::invalid_argument naming `what` and the byte offset of the first invalid
+// UTF-8 sequence, with what to do about it.
+void require_utf8(const std::string& text, const std::string& what);
+// CLI11 validator for --device-mem sizes ("256M", "1.5G").
+CLI::Validator byte_size_validator();
+
+void add_devices_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
+
+}  // namespace infinipot::cli
