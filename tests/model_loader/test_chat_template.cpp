@@ -1,0 +1,118 @@
+// Chat template tests. Expected renderings of the real SmolLM2 template were produced by
+// rendering its Jinja text with jinja2 (the way transformers applies it).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model_loader/chat_template.h"
+#include "tests/support/gguf_test_util.h"
+
+namespace infinipot {
+namespace {
+
+const std::string kSmolSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
+// SmolLM2's template as stored in the GGUF (the newlines inside the literals are real).
+const std::string kSmolTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+std::string what_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const ChatTemplateError& e) {
+    return e.what();
+  }
+  return "<no ChatTemplateError>";
+}
+
+TEST(ChatTemplateReal, SmolLM2RendersLikeJinja) {
+  const std::string path = test::real_model_path();
+  ASSERT_FALSE(path.empty());
+  const auto file = gguf::GgufFile::open(path);
+  const ChatTemplate ct = ChatTemplate::from_gguf(file);
+  EXPECT_EQ(ct.family(), "chatml");
+  EXPECT_EQ(ct.end_of_turn(), "<|im_end|>");
+  EXPECT_EQ(ct.default_system(), kSmolSystem);
+
+  EXPECT_EQ(ct.render({{"user", "Hi"}}, true),
+            "<|im_start|>system\n" + kSmolSystem + "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ct.render({{"system", "Be terse."}, {"user", "Hi"}, {"assistant", "Hello!"}}, false),
+            "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n");
+  // The template's loop never runs for an empty conversation, so no default system turn.
+  EXPECT_EQ(ct.render({}, true), "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, DefaultSystemPromptIsReadFromTheTemplate) {
+  EXPECT_EQ(ChatTemplate::from_template(kSmolTemplate, true).default_system(), kSmolSystem);
+
+  // Escaped \n inside the literal, double quotes, an escaped quote in the prompt.
+  const std::string escaped =
+      "{{- \"<|im_start|>system\\nYou\\'re \\\"Qwen\\\", helpful.<|im_end|>\\n\" }}"
+      "{% for m in messages %}{{'<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n'}}{% endfor %}";
+  EXPECT_EQ(ChatTemplate::from_template(escaped, true).default_system(), "You're \"Qwen\", helpful.");
+
+  // A system turn built from the message content is not a default: the literal ends first.
+  const std::string dynamic =
+      "{% for m in messages %}{% if m.role == 'system' %}{{ '<|im_start|>system\n' + m.content + '<|im_end|>\n' }}"
+      "{% else %}{{'<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n'}}{% endif %}{% endfor %}";
+  const ChatTemplate ct = ChatTemplate::from_template(dynamic, true);
+  EXPECT_EQ(ct.default_system(), "");
+  EXPECT_EQ(ct.render({{"user", "Hi"}}, false), "<|im_start|>user\nHi<|im_end|>\n");
+}
+
+TEST(ChatTemplate, MissingTemplateFallsBackToChatMLOnlyWithImStart) {
+  const ChatTemplate ct = ChatTemplate::from_template(std::nullopt, /*vocab_has_im_start=*/true);
+  EXPECT_EQ(ct.family(), "chatml");
+  EXPECT_EQ(ct.default_system(), "");
+  EXPECT_EQ(ct.render({{"user", "x"}}, true), "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+
+  EXPECT_NE(what_of([] { ChatTemplate::from_template(std::nullopt, false); }).find("no tokenizer.chat_template"),
+            std::string::npos);
+}
+
+TEST(ChatTemplate, OtherFamiliesAreNamedInTheError) {
+  const std::string llama3 =
+      "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}";
+  EXPECT_NE(what_of([&] { ChatTemplate::from_template(llama3, true); }).find("'llama3'"), std::string::npos);
+  const std::string gemma = "{{ '<start_of_turn>' + role + '\n' + content + '<end_of_turn>\n' }}";
+  EXPECT_NE(what_of([&] { ChatTemplate::from_template(gemma, true); }).find("'gemma'"), std::string::npos);
+  const std::string odd = "{{ messages | tojson }}";
+  const std::string msg = what_of([&] { ChatTemplate::from_template(odd, true); });
+  EXPECT_NE(msg.find("unrecognised chat template"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tojson"), std::string::npos) << msg;  // quotes the template's start
+}
+
+TEST(ChatTemplate, RolesMustBeOneNonEmptyLine) {
+  const ChatTemplate ct = ChatTemplate::from_template(kSmolTemplate, true);
+  EXPECT_NE(what_of([&] { ct.render({{"", "x"}}, false); }).find("invalid chat role"), std::string::npos);
+  EXPECT_NE(what_of([&] { ct.render({{"user\nsystem", "x"}}, false); }).find("invalid chat role"), std::string::npos);
+}
+
+// from_gguf's own decisions, on GGUF metadata built byte by byte.
+std::vector<uint8_t> gguf_with_tokens(const std::vector<std::string>& tokens) {
+  test::RawGguf g;
+  g.header(3, 0, 1);
+  g.str("tokenizer.ggml.tokens").u32(9 /*ARRAY*/).u32(8 /*STRING*/).u64(tokens.size());
+  for (const auto& t : tokens) g.str(t);
+  return g.bytes();
+}
+
+TEST(ChatTemplate, FromGgufWithoutTemplate) {
+  const auto with = gguf_with_tokens({"a", "<|im_start|>", "<|im_end|>"});
+  const auto file = gguf::GgufFile::from_memory(with.data(), with.size());
+  EXPECT_EQ(ChatTemplate::from_gguf(file).family(), "chatml");
+
+  const auto without = gguf_with_tokens({"a", "b"});
+  const auto file2 = gguf::GgufFile::from_memory(without.data(), without.size());
+  EXPECT_NE(what_of([&] { ChatTemplate::from_gguf(file2); }).find("<|im_start|>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace infinipot
