@@ -9,6 +9,7 @@
 #include "runtime/cl_error.h"
 #include "runtime/cl_handles.h"
 #include "runtime/device_memory.h"
+#include "runtime/profiler.h"
 
 namespace infinipot::cl {
 
@@ -47,9 +48,12 @@ class Kernel {
       if (has_local) global.size[d] = round_up(global.size[d], local.size[d]);
     for (size_t d = 0; d < global.dims; ++d)
       if (global.size[d] == 0) return;  // nothing to do
+    const bool profile = profiling_enabled();
+    const double t0 = profile ? profile_now() : 0;
     check(clEnqueueNDRangeKernel(q, k_.get(), static_cast<cl_uint>(global.dims), nullptr, global.size.data(),
                                  has_local ? local.size.data() : nullptr, 0, nullptr, nullptr),
           "clEnqueueNDRangeKernel(" + name_ + ")");
+    if (profile) profile_record(q, name_, t0);
   }
 
  private:

@@ -4,6 +4,7 @@
 
 #include "runtime/cl_error.h"
 #include "runtime/device_memory.h"
+#include "runtime/profiler.h"
 #include "tools/cli_common.h"
 
 int main(int argc, char** argv) {
@@ -26,5 +27,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "\nerror: %s\n", e.what());
     return 1;
   }
+  infinipot::cl::profile_report();
   return 0;
 }
