@@ -1,0 +1,205 @@
+// Llama hyperparameters from GGUF metadata and the weight table, each checked against the
+// tensors in the file so the runtime can trust every shape. Errors start with the file name
+// and say which key or tensor is wrong, what was expected and where that expectation came
+// from.
+#include "model_loader/model_config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "model_loader/quant.h"
+
+namespace infinipot {
+
+using gguf::GgufError;
+using gguf::GgufFile;
+using gguf::TensorInfo;
+using gguf::TensorType;
+
+namespace {
+
+constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+
+[[noreturn]] void fail(const GgufFile& f, const std::string& msg) {
+  throw GgufError(f.path() + ": " + msg);
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// An integer hyperparameter in [lo, hi]; GgufFile's getter reports missing keys and types.
+int get_int(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  uint64_t v = f.get_u64(key);
+  if (v < static_cast<uint64_t>(lo) || v > static_cast<uint64_t>(hi)) {
+    fail(f, fmt::format("metadata '{}' is {}; expected {} to {}", key, v, lo, hi));
+  }
+  return static_cast<int>(v);
+}
+
+int get_int_or(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi, int fallback) {
+  return f.has(key) ? get_int(f, key, lo, hi) : fallback;
+}
+
+// A positive finite float hyperparameter.
+float get_positive_float_or(const GgufFile& f, const std::string& key, float fallback) {
+  if (!f.has(key)) return fallback;
+  float v = f.get_f32(key);
+  if (!std::isfinite(v) || v <= 0.f) fail(f, fmt::format("metadata '{}' is {}; expected a positive number", key, v));
+  return v;
+}
+
+std::string supported_type_names() {
+  std::vector<std::string> names;
+  for (uint32_t id = 0; id < 64; ++id) {
+    if (quant::is_known_type(id) && quant::traits(static_cast<TensorType>(id)).supported) {
+      names.emplace_back(quant::traits(static_cast<TensorType>(id)).name);
+    }
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// Looks up one weight and checks shape and type. `from` names the metadata the expected
+// shape was derived from, so a mismatch says which hyperparameter disagrees with the tensor.
+const TensorInfo* require_tensor(const GgufFile& f, const std::string& name,
+                                 const std::vector<int64_t>& expected, const std::string& from,
+                                 bool is_norm) {
+  const TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) {
+    fail(f, fmt::format("missing tensor '{}' (expected shape {} from {})", name,
+                        shape_str(expected), from));
+  }
+  if (t->shape != expected) {
+    fail(f, fmt::format("tensor '{}' has shape {}, expected {} from {}", name,
+                        shape_str(t->shape), shape_str(expected), from));
+  }
+  const quant::TypeTraits& tr = quant::traits(t->type);
+  if (is_norm && t->type != TensorType::F32) {
+    fail(f, fmt::format("tensor '{}' has type {}; norm weights must be F32", name, tr.name));
+  }
+  if (!tr.supported) {
+    fail(f, fmt::format("tensor '{}' has type {}, which is not supported (supported: {})", name,
+                        tr.name, supported_type_names()));
+  }
+  return t;
+}
+
+void read_vocab_size(const GgufFile& f, LlamaConfig& cfg) {
+  const TensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (embd == nullptr) fail(f, "missing tensor 'token_embd.weight' (the token embedding table)");
+  if (embd->shape.size() != 2 || embd->shape[0] != cfg.n_embd) {
+    fail(f, fmt::format("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab] from "
+                        "llama.embedding_length", shape_str(embd->shape), cfg.n_embd));
+  }
+  if (embd->shape[1] > kIntMax) {
+    fail(f, fmt::format("tensor 'token_embd.weight' has {} rows; at most {} tokens are supported",
+                        embd->shape[1], kIntMax));
+  }
+  cfg.n_vocab = static_cast<int>(embd->shape[1]);
+  if (f.has("llama.vocab_size")) {
+    uint64_t declared = f.get_u64("llama.vocab_size");
+    if (declared != static_cast<uint64_t>(cfg.n_vocab)) {
+      fail(f, fmt::format("metadata 'llama.vocab_size' is {} but tensor 'token_embd.weight' has "
+                          "{} rows (one per token)", declared, cfg.n_vocab));
+    }
+  }
+  if (f.has("tokenizer.ggml.tokens")) {
+    const gguf::Value& tokens = f.get("tokenizer.ggml.tokens");
+    if (!tokens.is_array()) fail(f, "metadata 'tokenizer.ggml.tokens' is not an array");
+    if (tokens.array.size() != static_cast<size_t>(cfg.n_vocab)) {
+      fail(f, fmt::format("metadata 'tokenizer.ggml.tokens' has {} entries but tensor "
+                          "'token_embd.weight' has {} rows (one per token)",
+                          tokens.array.size(), cfg.n_vocab));
+    }
+  }
+}
+
+}  // namespace
+
+LlamaConfig read_llama_config(const GgufFile& f) {
+  LlamaConfig cfg;
+  cfg.architecture = f.get_string("general.architecture");
+  if (cfg.architecture != "llama") {
+    fail(f, fmt::format("unsupported architecture '{}' (general.architecture): only 'llama' is "
+                        "supported", cfg.architecture));
+  }
+  if (f.has("general.name") && f.get("general.name").type == gguf::ValueType::STRING) {
+    cfg.name = f.get_string("general.name");
+  }
+  cfg.n_layer = get_int(f, "llama.block_count", 1, 4096);
+  cfg.n_embd = get_int(f, "llama.embedding_length", 1, 1 << 20);
+  cfg.n_ff = get_int(f, "llama.feed_forward_length", 1, 1 << 24);
+  cfg.n_head = get_int(f, "llama.attention.head_count", 1, 4096);
+  cfg.n_head_kv = get_int_or(f, "llama.attention.head_count_kv", 1, cfg.n_head, cfg.n_head);
+  cfg.n_ctx_train = get_int(f, "llama.context_length", 1, kIntMax);
+  if (cfg.n_embd % cfg.n_head != 0) {
+    fail(f, fmt::format("llama.embedding_length {} is not divisible by llama.attention.head_count {}",
+                        cfg.n_embd, cfg.n_head));
+  }
+  if (cfg.n_head % cfg.n_head_kv != 0) {
+    fail(f, fmt::format("llama.attention.head_count {} is not divisible by "
+                        "llama.attention.head_count_kv {}", cfg.n_head, cfg.n_head_kv));
+  }
+  cfg.head_dim = cfg.n_embd / cfg.n_head;
+  // Models with a head size other than n_embd / n_head declare it here; the runtime assumes
+  // n_head * head_dim == n_embd, so such a model is refused instead of computed wrongly.
+  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"}) {
+    if (f.has(key) && f.get_u64(key) != static_cast<uint64_t>(cfg.head_dim)) {
+      fail(f, fmt::format("metadata '{}' is {} but llama.embedding_length / head_count is {}; "
+                          "a separate head size is not supported", key, f.get_u64(key), cfg.head_dim));
+    }
+  }
+  cfg.n_rot = get_int_or(f, "llama.rope.dimension_count", 1, cfg.head_dim, cfg.head_dim);
+  if (cfg.n_rot % 2 != 0) {
+    fail(f, fmt::format("metadata 'llama.rope.dimension_count' is {}; expected an even number", cfg.n_rot));
+  }
+  cfg.rope_theta = get_positive_float_or(f, "llama.rope.freq_base", 10000.f);
+  cfg.rms_eps = get_positive_float_or(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  // Ignoring RoPE scaling would silently give wrong outputs past the original context.
+  if (f.has("llama.rope.scaling.type")) {
+    std::string scaling = f.get_string("llama.rope.scaling.type");
+    if (scaling != "none") {
+      fail(f, fmt::format("RoPE scaling '{}' (llama.rope.scaling.type) is not supported", scaling));
+    }
+  }
+  read_vocab_size(f, cfg);
+  cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  return cfg;
+}
+
+WeightTable map_weights(const GgufFile& f, const LlamaConfig& cfg) {
+  const int64_t embd = cfg.n_embd, vocab = cfg.n_vocab, ff = cfg.n_ff;
+  const int64_t q_dim = int64_t{cfg.n_head} * cfg.head_dim;
+  const int64_t kv_dim = int64_t{cfg.n_head_kv} * cfg.head_dim;
+  const char* from_embd = "llama.embedding_length";
+  const char* from_vocab = "llama.embedding_length and the token_embd.weight rows";
+  const char* from_q = "llama.embedding_length and llama.attention.head_count";
+  const char* from_kv = "llama.embedding_length and llama.attention.head_count_kv";
+  const char* from_ff = "llama.embedding_length and llama.feed_forward_length";
+
+  WeightTable w{};
+  w.token_embd = require_tensor(f, "token_embd.weight", {embd, vocab}, from_vocab, false);
+  w.output_norm = require_tensor(f, "output_norm.weight", {embd}, from_embd, true);
+  w.output = cfg.tied_embeddings ? w.token_embd
+                                 : require_tensor(f, "output.weight", {embd, vocab}, from_vocab, false);
+  w.layers.reserve(static_cast<size_t>(cfg.n_layer));
+  for (int i = 0; i < cfg.n_layer; ++i) {
+    auto name = [i](const char* part) { return fmt::format("blk.{}.{}.weight", i, part); };
+    LayerWeights l{};
+    l.attn_norm = require_tensor(f, name("attn_norm"), {embd}, from_embd, true);
+    l.wq = require_tensor(f, name("attn_q"), {embd, q_dim}, from_q, false);
+    l.wk = require_tensor(f, name("attn_k"), {embd, kv_dim}, from_kv, false);
+    l.wv = require_tensor(f, name("attn_v"), {embd, kv_dim}, from_kv, false);
+    l.wo = require_tensor(f, name("attn_output"), {q_dim, embd}, from_q, false);
+    l.ffn_norm = require_tensor(f, name("ffn_norm"), {embd}, from_embd, true);
+    l.w_gate = require_tensor(f, name("ffn_gate"), {embd, ff}, from_ff, false);
+    l.w_up = require_tensor(f, name("ffn_up"), {embd, ff}, from_ff, false);
+    l.w_down = require_tensor(f, name("ffn_down"), {ff, embd}, from_ff, false);
+    w.layers.push_back(l);
+  }
+  return w;
+}
+
+}  // namespace infinipot
