@@ -19,6 +19,16 @@ int round_clamp(float v, int lo, int hi) {
   return static_cast<int>(std::lrintf(v));
 }
 
+// The fp16 at or above x (x >= 0). Super-block scales round up so that the small integer
+// sub-block scales derived from them never need more than their 6 or 8 bits; rounding down
+// would clamp them and leave the largest values of a sub-block uncovered (noticeable when
+// the scale is an fp16 subnormal, i.e. for very small weights).
+uint16_t fp16_round_up(float x) {
+  uint16_t h = fp32_to_fp16(x);
+  if (fp16_to_fp32(h) < x) ++h;  // the next half up (positive halves are ordered as integers)
+  return h;
+}
+
 // Q4_K/Q5_K pack 8 six-bit scales and 8 six-bit mins into 12 bytes: bytes 0-3 hold scales
 // 0-3 (low 6 bits) and the top 2 bits of scales 4-7; bytes 4-7 the same for the mins;
 // bytes 8-11 the low 4 bits of scale j+4 (low nibble) and min j+4 (high nibble).
@@ -56,8 +66,8 @@ void quantize_scaled_min(const float* x, int max_q, uint16_t& d_out, uint16_t& d
     max_scale = std::max(max_scale, sub_scale[j]);
     max_min = std::max(max_min, sub_min[j]);
   }
-  d_out = fp32_to_fp16(max_scale / 63.f);
-  dmin_out = fp32_to_fp16(max_min / 63.f);
+  d_out = fp16_round_up(max_scale / 63.f);
+  dmin_out = fp16_round_up(max_min / 63.f);
   const float d = fp16_to_fp32(d_out), dmin = fp16_to_fp32(dmin_out);
   int sc[8], mn[8];
   for (int j = 0; j < 8; ++j) {
@@ -185,7 +195,7 @@ void quantize_q6_k(const float* src, void* dst, int64_t n_blocks) {
       sub_scale[j] = m / -32.f;
       max_abs_scale = std::max(max_abs_scale, std::fabs(sub_scale[j]));
     }
-    blk.d = fp32_to_fp16(max_abs_scale / 127.f);
+    blk.d = fp16_round_up(max_abs_scale / 127.f);
     const float d = fp16_to_fp32(blk.d);
     uint8_t codes[kQK_K];  // q + 32, in [0, 63]
     for (int j = 0; j < kQK_K / kSub; ++j) {
