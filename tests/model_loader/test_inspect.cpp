@@ -1,0 +1,89 @@
+// inspect_json / inspect_text: structure, long-array summaries, invalid UTF-8 that must
+// still dump, and the real model's summary.
+#include <gtest/gtest.h>
+
+#include "model_loader/gguf.h"
+#include "model_loader/gguf_writer.h"
+#include "model_loader/inspect.h"
+#include "model_loader/tiny_model.h"
+#include "tests/support/gguf_test_util.h"
+
+namespace infinipot {
+namespace {
+
+using gguf::GgufFile;
+using nlohmann::json;
+
+TEST(Inspect, JsonHasMetadataAndTensors) {
+  const std::vector<uint8_t> bytes = tiny_llama_bytes({});
+  GgufFile f = GgufFile::from_memory(bytes.data(), bytes.size(), "tiny.gguf");
+  const json j = inspect_json(f);
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["metadata"]["general.architecture"], "llama");
+  EXPECT_EQ(j["metadata"]["llama.block_count"], 2);
+  EXPECT_EQ(j["metadata"]["llama.attention.layer_norm_rms_epsilon"].get<double>(), 1e-05);  // not 9.99999974e-06
+  const json& tokens = j["metadata"]["tokenizer.ggml.tokens"];
+  EXPECT_EQ(tokens["type"], "array");
+  EXPECT_EQ(tokens["elem_type"], "string");
+  EXPECT_EQ(tokens["length"], f.get_string_array("tokenizer.ggml.tokens").size());
+  ASSERT_EQ(tokens["head"].size(), 8u);
+  EXPECT_EQ(tokens["head"][1], "<|im_start|>");
+  EXPECT_EQ(j["metadata"]["tokenizer.ggml.token_type"]["elem_type"], "int32");
+
+  ASSERT_EQ(j["tensors"].size(), f.tensors().size());
+  const json& t0 = j["tensors"][0];
+  EXPECT_EQ(t0["name"], "token_embd.weight");
+  EXPECT_EQ(t0["type"], "F32");
+  EXPECT_EQ(t0["shape"], json::array({64, f.tensors()[0].shape[1]}));
+  EXPECT_EQ(t0["offset"], 0);
+  EXPECT_NO_THROW(j.dump());
+}
+
+TEST(Inspect, ShortArraysAreListedInFullAndInvalidUtf8StillDumps) {
+  gguf::GgufWriter w;
+  w.set_i32_array("short", std::vector<int32_t>(16, 7));
+  w.set_i32_array("long", std::vector<int32_t>(17, 7));
+  w.set_string("bad\xff" "key", std::string("caf\xc3") + "\xa9 \xff\xfe \xed\xa0\x80 ok");
+  w.set_f32("nan", std::nanf(""));
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  GgufFile f = GgufFile::from_memory(bytes.data(), bytes.size());
+  const json j = inspect_json(f);
+  EXPECT_TRUE(j["metadata"]["short"].is_array());
+  EXPECT_EQ(j["metadata"]["short"].size(), 16u);
+  EXPECT_EQ(j["metadata"]["long"]["length"], 17);
+  std::string dumped;
+  ASSERT_NO_THROW(dumped = j.dump());
+  EXPECT_NE(dumped.find("café"), std::string::npos);
+  EXPECT_NE(dumped.find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD replacement
+  EXPECT_NO_THROW(inspect_text(f));
+}
+
+TEST(Inspect, TextSummary) {
+  const std::vector<uint8_t> bytes = tiny_llama_bytes({});
+  GgufFile f = GgufFile::from_memory(bytes.data(), bytes.size(), "tiny.gguf");
+  const std::string text = inspect_text(f);
+  EXPECT_NE(text.find("tiny.gguf: GGUF v3"), std::string::npos) << text;
+  EXPECT_NE(text.find("general.architecture"), std::string::npos);
+  EXPECT_NE(text.find("\"llama\""), std::string::npos);
+  EXPECT_NE(text.find("[STRING x"), std::string::npos);
+  EXPECT_NE(text.find("tensors by type"), std::string::npos);
+  EXPECT_NE(text.find("total tensor data"), std::string::npos);
+  EXPECT_NE(text.find("tokenizer.chat_template"), std::string::npos);
+  EXPECT_NE(text.find("bytes)"), std::string::npos);  // the long template is cut
+}
+
+TEST(Inspect, RealModel) {
+  const std::string path = test::real_model_path();
+  ASSERT_FALSE(path.empty());
+  GgufFile f = GgufFile::open(path);
+  const std::string text = inspect_text(f);
+  EXPECT_NE(text.find("272 tensors"), std::string::npos) << text;
+  EXPECT_NE(text.find("Q4_1        210 tensors"), std::string::npos) << text;
+  const json j = inspect_json(f);
+  EXPECT_EQ(j["metadata"]["llama.rope.freq_base"], 100000.0);
+  EXPECT_EQ(j["metadata"]["tokenizer.ggml.merges"]["length"], 48900);
+  EXPECT_NO_THROW(j.dump());
+}
+
+}  // namespace
+}  // namespace infinipot
