@@ -1,0 +1,214 @@
+#include "tests/support/cpu_ref.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+namespace infinipot::ref {
+namespace {
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+double dot(const float* a, const float* b, int n) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += double(a[i]) * double(b[i]);
+  return s;
+}
+
+// Rotates the first n_rot/2 adjacent pairs of one head by pos * theta^(-2i/n_rot).
+void rotate_head(float* x, int n_rot, double pos, float theta) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double angle = pos * std::pow(double(theta), -2.0 * i / n_rot);
+    const double c = std::cos(angle), s = std::sin(angle);
+    const double x0 = x[2 * i], x1 = x[2 * i + 1];
+    x[2 * i] = float(x0 * c - x1 * s);
+    x[2 * i + 1] = float(x0 * s + x1 * c);
+  }
+}
+
+}  // namespace
+
+// ---- weights ------------------------------------------------------------------------------
+
+std::vector<float> dequantize_rows(TensorType t, const void* blocks, int rows, int cols) {
+  const size_t rb = quant::row_bytes(t, cols);
+  std::vector<float> out(size_t(rows) * cols);
+  for (int r = 0; r < rows; ++r)
+    quant::dequantize_row(t, static_cast<const uint8_t*>(blocks) + r * rb, out.data() + size_t(r) * cols, cols);
+  return out;
+}
+
+std::vector<float> embed(TensorType t, const void* table, int cols, const std::vector<int>& ids) {
+  const size_t rb = quant::row_bytes(t, cols);
+  std::vector<float> out(ids.size() * cols);
+  for (size_t i = 0; i < ids.size(); ++i)
+    quant::dequantize_row(t, static_cast<const uint8_t*>(table) + ids[i] * rb, out.data() + i * cols, cols);
+  return out;
+}
+
+void matvec(const float* W, int rows, int cols, const float* x, int n_rows, float* y, int ldy, bool accumulate) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int o = 0; o < rows; ++o) {
+      const double d = dot(W + size_t(o) * cols, x + size_t(r) * cols, cols);
+      float& dst = y[size_t(r) * ldy + o];
+      dst = float(accumulate ? double(dst) + d : d);
+    }
+}
+
+std::vector<float> to_panels(const float* W, int rows, int cols) {
+  std::vector<float> Bp(round_up(rows, 16) * cols, 0.0f);
+  for (int o = 0; o < rows; ++o)
+    for (int k = 0; k < cols; ++k) Bp[(size_t(o / 16) * cols + k) * 16 + o % 16] = W[size_t(o) * cols + k];
+  return Bp;
+}
+
+std::vector<float> pack_a(const float* X, int m, int k, int ldx) {
+  std::vector<float> Ap(round_up(m, 8) * k, 0.0f);
+  for (int i = 0; i < m; ++i)
+    for (int kk = 0; kk < k; ++kk) Ap[(size_t(i / 8) * k + kk) * 8 + i % 8] = X[size_t(i) * ldx + kk];
+  return Ap;
+}
+
+void gemm_abt(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+              bool accumulate) {
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      const double d = dot(A + size_t(i) * lda, B + size_t(j) * ldb, k);
+      float& dst = C[size_t(i) * ldc + j];
+      dst = float(accumulate ? double(dst) + d : d);
+    }
+}
+
+// ---- layers -------------------------------------------------------------------------------
+
+void rms_norm(const float* x, const float* w, float* out, int n_rows, int n, float eps) {
+  for (int r = 0; r < n_rows; ++r) {
+    const float* xr = x + size_t(r) * n;
+    const double scale = 1.0 / std::sqrt(dot(xr, xr, n) / n + double(eps));
+    for (int i = 0; i < n; ++i) out[size_t(r) * n + i] = float(double(xr[i]) * scale * double(w[i]));
+  }
+}
+
+void rope(float* buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const int* pos, int n_tokens,
+          float theta) {
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_heads; ++h) rotate_head(buf + size_t(t) * ld + col0 + h * head_dim, n_rot, pos[t], theta);
+}
+
+void rope_shift(float* k_cache, int n_heads, int cap, int head_dim, int n_rot, const int* delta, int n_slots,
+                float theta) {
+  for (int h = 0; h < n_heads; ++h)
+    for (int slot = 0; slot < n_slots; ++slot)
+      rotate_head(k_cache + (size_t(h) * cap + slot) * head_dim, n_rot, delta[size_t(h) * cap + slot], theta);
+}
+
+void swiglu(const float* gu, int n_rows, int n_ff, float* act) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int i = 0; i < n_ff; ++i) {
+      const double g = gu[size_t(r) * 2 * n_ff + i];
+      const double u = gu[size_t(r) * 2 * n_ff + n_ff + i];
+      act[size_t(r) * n_ff + i] = float(g / (1.0 + std::exp(-g)) * u);
+    }
+}
+
+void add_inplace(float* y, const float* x, int n) {
+  for (int i = 0; i < n; ++i) y[i] += x[i];
+}
+
+// ---- KV store and attention ---------------------------------------------------------------
+
+void kv_store(const float* qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, float* k_cache,
+              float* v_cache, int cap, int slot0, int n_tokens) {
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_kv_heads; ++h)
+      for (int d = 0; d < head_dim; ++d) {
+        const size_t dst = (size_t(h) * cap + slot0 + t) * head_dim + d;
+        k_cache[dst] = qkv[size_t(t) * ld + k0 + h * head_dim + d];
+        v_cache[dst] = qkv[size_t(t) * ld + v0 + h * head_dim + d];
+      }
+}
+
+void kv_gather(const float* src, float* dst, int n_kv_heads, int cap, int head_dim, const int* keep, int n_keep) {
+  for (int h = 0; h < n_kv_heads; ++h)
+    for (int j = 0; j < n_keep; ++j) {
+      const int s = keep[size_t(h) * n_keep + j];
+      std::copy_n(src + (size_t(h) * cap + s) * head_dim, head_dim, dst + (size_t(h) * cap + j) * head_dim);
+    }
+}
+
+namespace {
+
+// Softmax probabilities of query row i (at slot n_past + i), head h over the slots it sees;
+// returns them with the log-sum-exp of the scores.
+std::vector<double> attention_probs(const AttnShape& s, const float* q, int ldq, const float* k_cache, int n_past,
+                                    int i, int h, double* lse) {
+  const int g = h / (s.n_heads / s.n_kv_heads);
+  const double scale = 1.0 / std::sqrt(double(s.head_dim));
+  const float* qr = q + size_t(i) * ldq + size_t(h) * s.head_dim;
+  std::vector<double> p(n_past + i + 1);
+  double m = -std::numeric_limits<double>::infinity();
+  for (int j = 0; j <= n_past + i; ++j) {
+    p[j] = dot(qr, k_cache + (size_t(g) * s.cap + j) * s.head_dim, s.head_dim) * scale;
+    m = std::max(m, p[j]);
+  }
+  double sum = 0;
+  for (double& v : p) sum += (v = std::exp(v - m));
+  for (double& v : p) v /= sum;
+  if (lse) *lse = m + std::log(sum);
+  return p;
+}
+
+}  // namespace
+
+void attention(const AttnShape& s, const float* q, int ldq, const float* k_cache, const float* v_cache, int n_past,
+               int n, float* out, int ldo, float* lse) {
+  for (int i = 0; i < n; ++i)
+    for (int h = 0; h < s.n_heads; ++h) {
+      const int g = h / (s.n_heads / s.n_kv_heads);
+      double row_lse = 0;
+      const std::vector<double> p = attention_probs(s, q, ldq, k_cache, n_past, i, h, &row_lse);
+      for (int d = 0; d < s.head_dim; ++d) {
+        double acc = 0;
+        for (size_t j = 0; j < p.size(); ++j) acc += p[j] * v_cache[(size_t(g) * s.cap + j) * s.head_dim + d];
+        out[size_t(i) * ldo + size_t(h) * s.head_dim + d] = float(acc);
+      }
+      lse[size_t(i) * s.n_heads + h] = float(row_lse);
+    }
+}
+
+void attention_mass(const AttnShape& s, const float* q, int ldq, const float* k_cache, int n_past, int r0, int r1,
+                    float* mass) {
+  const int group = s.n_heads / s.n_kv_heads;
+  std::vector<double> total(size_t(s.n_kv_heads) * s.cap, 0.0);
+  for (int i = r0; i < r1; ++i)
+    for (int h = 0; h < s.n_heads; ++h) {
+      const std::vector<double> p = attention_probs(s, q, ldq, k_cache, n_past, i, h, nullptr);
+      for (size_t j = 0; j < p.size(); ++j) total[size_t(h / group) * s.cap + j] += p[j];
+    }
+  for (size_t e = 0; e < total.size(); ++e) mass[e] = float(double(mass[e]) + total[e]);
+}
+
+// ---- loss ---------------------------------------------------------------------------------
+
+std::vector<CrossEntropyRow> cross_entropy(const float* logits, int n, int vocab, const int* targets) {
+  std::vector<CrossEntropyRow> rows(n);
+  for (int r = 0; r < n; ++r) {
+    const float* row = logits + size_t(r) * vocab;
+    const double m = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (int v = 0; v < vocab; ++v) sum += std::exp(double(row[v]) - m);
+    CrossEntropyRow& out = rows[r];
+    out.lse = m + std::log(sum);
+    if (targets[r] >= 0) {
+      out.target_logit = row[targets[r]];
+      out.nll = out.lse - out.target_logit;
+    } else {
+      out.target_logit = 0;
+      out.nll = 0;
+    }
+  }
+  return rows;
+}
+
+}  // namespace infinipot::ref

@@ -1,0 +1,93 @@
+// Plain C++ references for every OpenCL kernel in cl_kernels/. They favour being obviously
+// correct over being fast: loops in the textbook order, sums and transcendental functions in
+// double, weights decoded by quant::dequantize_row. Layouts match the kernel headers and the
+// launchers in runtime/ops.h ("[n][k]" = n rows of k floats, row-major).
+#pragma once
+#include <cstdint>
+#include <vector>
+#include "model_loader/quant.h"
+
+namespace infinipot::ref {
+
+using quant::TensorType;
+
+// ---- weights (embedding.cl, matvec.cl, dequant.cl) -------------------------------------
+
+// blocks: [rows][row_bytes(t, cols)] ggml blocks -> [rows][cols] floats.
+std::vector<float> dequantize_rows(TensorType t, const void* blocks, int rows, int cols);
+
+// out[i][:] = dequant(table row ids[i])                         out: [ids.size()][cols]
+std::vector<float> embed(TensorType t, const void* table, int cols, const std::vector<int>& ids);
+
+// y[r*ldy + o] (+)= sum_k W[o][k] x[r][k]                        W: [rows][cols]  x: [n_rows][cols]
+void matvec(const float* W, int rows, int cols, const float* x, int n_rows, float* y, int ldy, bool accumulate);
+
+// W: [rows][cols] -> [pad16(rows)/16 panels][cols][16], rows past `rows` zero (gemm.cl's Bp).
+std::vector<float> to_panels(const float* W, int rows, int cols);
+
+// X: [m][ldx] -> [pad8(m)/8 panels][k][8], rows past m zero (gemm.cl's Ap).
+std::vector<float> pack_a(const float* X, int m, int k, int ldx);
+
+// C[i*ldc + j] (+)= sum_k A[i][k] B[j][k]                        A: [m][lda]  B: [n][ldb]
+void gemm_abt(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
+              bool accumulate);
+
+// ---- layers (norm.cl, rope.cl, elementwise.cl) ------------------------------------------
+
+// out[r][i] = x[r][i] / sqrt(mean_i x[r][i]^2 + eps) * w[i]      x, out: [n_rows][n]
+void rms_norm(const float* x, const float* w, float* out, int n_rows, int n, float eps);
+
+// RoPE, normal (adjacent-pair) mode, in place: for pair i < n_rot/2 of head h of token t,
+// angle = pos[t] * theta^(-2i/n_rot) and (x[2i], x[2i+1]) is rotated by it.
+//   buf: [n_tokens][ld], head h at columns col0 + h*head_dim
+void rope(float* buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const int* pos, int n_tokens,
+          float theta);
+
+// Re-rotates rows of a key cache by delta[h*cap + slot] positions, slots < n_slots.
+//   k_cache: [n_heads][cap][head_dim]
+void rope_shift(float* k_cache, int n_heads, int cap, int head_dim, int n_rot, const int* delta, int n_slots,
+                float theta);
+
+// act[r][i] = silu(gu[r][i]) * gu[r][n_ff + i]                   gu: [n_rows][2*n_ff]
+void swiglu(const float* gu, int n_rows, int n_ff, float* act);
+
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int n);
+
+// ---- KV store and attention (kv_cache.cl, attention.cl) ---------------------------------
+
+// Token t's key/value head h (qkv columns k0 + h*head_dim, v0 + h*head_dim) goes to slot
+// slot0 + t of head h.                                           caches: [n_kv_heads][cap][head_dim]
+void kv_store(const float* qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, float* k_cache,
+              float* v_cache, int cap, int slot0, int n_tokens);
+
+// dst[h][j] = src[h][keep[h*n_keep + j]] for j < n_keep; other dst slots untouched.
+void kv_gather(const float* src, float* dst, int n_kv_heads, int cap, int head_dim, const int* keep, int n_keep);
+
+struct AttnShape {
+  int n_heads, n_kv_heads, head_dim, cap;
+};
+
+// Causal GQA attention. Query row i (slot n_past + i) sees slots 0 .. n_past + i of KV head
+// h / (n_heads / n_kv_heads); scores are q.k / sqrt(head_dim).
+//   q: [n][ldq] (head h at h*head_dim)  out: [n][ldo]  lse: [n][n_heads] log-sum-exp of the scores
+void attention(const AttnShape& s, const float* q, int ldq, const float* k_cache, const float* v_cache, int n_past,
+               int n, float* out, int ldo, float* lse);
+
+// mass[g*cap + j] += sum over rows i in [r0, r1) that see slot j, and over the query heads h of
+// KV group g, of softmax_j(q_i,h . k_g,j / sqrt(head_dim)). Computes its own softmax (no lse input).
+//   mass: [n_kv_heads][cap]
+void attention_mass(const AttnShape& s, const float* q, int ldq, const float* k_cache, int n_past, int r0, int r1,
+                    float* mass);
+
+// ---- loss (cross_entropy.cl) ------------------------------------------------------------
+
+struct CrossEntropyRow {
+  double lse;            // log sum_v exp(logits[v])
+  double target_logit;   // logits[target], 0 when the row is not scored
+  double nll;            // lse - target_logit, 0 when the row is not scored
+};
+// logits: [n][vocab]; targets[r] = -1 leaves row r unscored.
+std::vector<CrossEntropyRow> cross_entropy(const float* logits, int n, int vocab, const int* targets);
+
+}  // namespace infinipot::ref
