@@ -1,0 +1,128 @@
+// Shared set-up of the kernel tests: one OpenCL context per test process, host <-> device
+// copies, random inputs and quantized test weights. Header-only because the support library
+// does not link the OpenCL runtime.
+#pragma once
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <gtest/gtest.h>
+
+#include "model_loader/quant.h"
+#include "runtime/context.h"
+#include "runtime/ops.h"
+#include "tests/support/cpu_ref.h"
+
+namespace infinipot::testing_support {
+
+// The context a user gets without --device (PoCL on the CPU in CI). Created once per process:
+// PoCL compiles each kernel variant the first time it is asked for.
+inline cl::Context& shared_context() {
+  static std::unique_ptr<cl::Context> ctx;
+  if (!ctx) ctx = std::make_unique<cl::Context>(cl::ContextOptions{});
+  return *ctx;
+}
+
+// A second context whose tuning asks for work-groups of `local` items in matvec and rms_norm
+// (the GPU settings in platforms/tuning.json), so those code paths run on a CPU device too.
+inline std::unique_ptr<cl::Context> context_with_work_groups(int local) {
+  char path[] = "/tmp/infinipot-tuning-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  const std::string json = "{\"default\": {\"matvec_local\": " + std::to_string(local) +
+                           ", \"norm_local\": " + std::to_string(local) + "}}";
+  const bool written = write(fd, json.data(), json.size()) == ssize_t(json.size());
+  close(fd);
+  setenv("INFINIPOT_PLATFORMS_FILE", path, 1);
+  std::unique_ptr<cl::Context> ctx;
+  try {
+    if (written) ctx = std::make_unique<cl::Context>(cl::ContextOptions{});
+  } catch (...) {
+    unsetenv("INFINIPOT_PLATFORMS_FILE");
+    std::remove(path);
+    throw;
+  }
+  unsetenv("INFINIPOT_PLATFORMS_FILE");
+  std::remove(path);
+  if (!written) throw std::runtime_error("cannot write the tuning file " + std::string(path));
+  return ctx;
+}
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// A weight matrix quantized from random data: the raw ggml blocks, their reference
+// dequantization and the device copy.
+struct TestWeight {
+  std::vector<uint8_t> blocks;   // [rows][row_bytes]
+  std::vector<float> dequant;    // [rows][cols], ref::dequantize_rows of blocks
+  ops::DeviceWeight dev;
+};
+
+template <typename T>
+cl::Buffer upload(cl::Context& c, const std::vector<T>& v) {
+  cl::Buffer b = c.memory().alloc(cl::MemCategory::Scratch, v.size() * sizeof(T), "test data");
+  c.write(b, v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+inline std::vector<float> download(cl::Context& c, const cl::Buffer& b, size_t n, size_t offset_floats = 0) {
+  std::vector<float> v(n);
+  c.read(b, v.data(), n * sizeof(float), offset_floats * sizeof(float));
+  return v;
+}
+
+inline TestWeight make_weight(cl::Context& c, quant::TensorType t, int rows, int cols, uint32_t seed) {
+  TestWeight w;
+  const size_t rb = quant::row_bytes(t, cols);
+  const std::vector<float> src = random_floats(size_t(rows) * cols, seed);
+  w.blocks.resize(rb * rows);
+  for (int r = 0; r < rows; ++r) quant::quantize_row(t, src.data() + size_t(r) * cols, w.blocks.data() + r * rb, cols);
+  w.dequant = ref::dequantize_rows(t, w.blocks.data(), rows, cols);
+  w.dev.buf = upload(c, w.blocks);
+  w.dev.type = t;
+  w.dev.rows = rows;
+  w.dev.cols = cols;
+  w.dev.row_bytes = static_cast<int>(rb);
+  return w;
+}
+
+// Fails the test (never skips) when no OpenCL device exists: a missing driver must not pass CI.
+class KernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      ctx_ = &shared_context();
+    } catch (const std::exception& e) {
+      FAIL() << "cannot create the default OpenCL context; the kernel tests need a device: " << e.what();
+    }
+  }
+
+  cl::Context& ctx() { return *ctx_; }
+
+  template <typename T>
+  cl::Buffer upload(const std::vector<T>& v) { return testing_support::upload(ctx(), v); }
+  std::vector<float> download(const cl::Buffer& b, size_t n, size_t offset_floats = 0) {
+    return testing_support::download(ctx(), b, n, offset_floats);
+  }
+  std::vector<float> download_all(const cl::Buffer& b) { return download(b, b.bytes() / sizeof(float)); }
+  TestWeight make_weight(quant::TensorType t, int rows, int cols, uint32_t seed) {
+    return testing_support::make_weight(ctx(), t, rows, cols, seed);
+  }
+
+ private:
+  cl::Context* ctx_ = nullptr;
+};
+
+}  // namespace infinipot::testing_support

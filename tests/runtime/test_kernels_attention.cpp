@@ -1,0 +1,176 @@
+// attention.cl (causal GQA attention with log-sum-exp, attention mass) against the CPU
+// references in tests/support/cpu_ref.h, including attention over a cache compacted by
+// kv_gather the way the pot compacts it.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+#include <gtest/gtest.h>
+
+#include "tests/runtime/kernel_fixture.h"
+#include "tests/support/compare.h"
+#include "tests/support/cpu_ref.h"
+
+namespace infinipot {
+namespace {
+
+using testing_support::all_close;
+using testing_support::random_floats;
+
+// Attention: each output is a convex combination of values, so its error is at most
+// max|v| times the relative error of the probabilities. Those come from the fp32 score
+// (head_dim-term dot product, ~1e-6 absolute at |score| ~ 10), exp (<= 3 ulp) and the online
+// rescaling; the reference works in double. We accept kAttnTol * max|v| on outputs,
+// kAttnTol * (1 + |lse|) on log-sum-exps and kAttnTol * mass on attention mass (a sum of
+// positive probabilities, each with that relative error): ~10x headroom, while a wrongly
+// masked or missed key moves an output by ~max|v| / n_keys.
+constexpr double kAttnTol = 1e-5;
+
+struct Case {
+  int n_heads, n_kv_heads, head_dim, n_past, n;
+  float q_amp = 3.0f;  // queries uniform in [-q_amp, q_amp], keys in [-1, 1]: score std ~ q_amp / 3
+  std::string name() const {
+    return "heads=" + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) + " head_dim=" +
+           std::to_string(head_dim) + " n_past=" + std::to_string(n_past) + " n=" + std::to_string(n) +
+           (q_amp > 3.0f ? " peaked" : "");
+  }
+};
+
+// GROUP 1 and 3, head_dim 64 and 16, a fresh cache and one with history, one row and a chunk,
+// and peaked softmaxes (scores up to ~15, as trained models produce).
+const Case kCases[] = {
+    {2, 2, 16, 0, 1},  {2, 2, 64, 0, 7},   {6, 2, 64, 0, 7},        {6, 2, 64, 23, 1},     {3, 1, 16, 23, 7},
+    {4, 4, 64, 40, 5}, {9, 3, 16, 11, 13}, {6, 2, 64, 23, 7, 12.0f}, {3, 1, 16, 40, 5, 12.0f},
+};
+
+// A KV cache of `cap` slots per head with `used` valid entries; the slots past them hold NaN,
+// so a kernel that reads past its causal limit poisons its output.
+struct Cache {
+  std::vector<float> k, v;
+  Cache(int n_kv, int cap, int hd, int used, uint32_t seed) {
+    k = random_floats(size_t(n_kv) * cap * hd, seed);
+    v = random_floats(k.size(), seed + 1);
+    for (int g = 0; g < n_kv; ++g)
+      for (size_t e = (size_t(g) * cap + used) * hd; e < size_t(g + 1) * cap * hd; ++e)
+        k[e] = v[e] = std::numeric_limits<float>::quiet_NaN();
+  }
+};
+
+// q as the query part of fused q|k|v rows; scaled so the softmax is far from uniform.
+std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
+  return random_floats(size_t(c.n) * ldq, seed, -c.q_amp, c.q_amp);
+}
+
+class AttentionKernel : public testing_support::KernelTest {};
+
+TEST_F(AttentionKernel, AttentionMatchesReference) {
+  for (const Case& c : kCases) {
+    const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
+    const ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+    const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim + 3;
+    const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 700 + c.n_past);
+    const std::vector<float> q = make_queries(c, ldq, 710 + c.head_dim);
+    auto d_q = upload(q);
+    auto d_k = upload(cache.k);
+    auto d_v = upload(cache.v);
+    const std::vector<float> out0 = random_floats(size_t(c.n) * ldo, 720);  // padding columns must survive
+    auto d_out = upload(out0);
+    auto d_lse = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
+    ops::attention(ctx(), s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+
+    std::vector<float> out = out0, lse(size_t(c.n) * c.n_heads);
+    ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
+    EXPECT_TRUE(all_close("attention out " + c.name(), download_all(d_out), out, [&](size_t i) {
+      return int(i % ldo) < c.n_heads * c.head_dim ? kAttnTol : 0.0;  // max|v| <= 1
+    }));
+    EXPECT_TRUE(all_close("attention lse " + c.name(), download_all(d_lse), lse,
+                          [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
+  }
+}
+
+TEST_F(AttentionKernel, AttentionMassMatchesReference) {
+  for (const Case& c : kCases) {
+    const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
+    const ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+    const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
+    const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 800 + c.n_past);
+    const std::vector<float> q = make_queries(c, ldq, 810 + c.head_dim);
+    auto d_q = upload(q);
+    auto d_k = upload(cache.k);
+    auto d_v = upload(cache.v);
+    auto d_out = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * ldo * 4, "out");
+    auto d_lse = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
+    ops::attention(ctx(), s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);  // the lse mass reads
+
+    // All rows, then a window of rows [r0, r1) as the pot scores the tail of a chunk; the mass
+    // is accumulated from a float offset into a buffer that already holds earlier scores.
+    const int r0 = c.n > 2 ? 2 : 0, r1 = c.n > 4 ? c.n - 1 : c.n;
+    for (auto [a, b] : {std::pair{0, c.n}, std::pair{r0, r1}}) {
+      const size_t off = 5;
+      const std::vector<float> mass0 = random_floats(off + size_t(c.n_kv_heads) * rs.cap, 820 + a, 0.0f, 2.0f);
+      auto d_mass = upload(mass0);
+      ops::attention_mass(ctx(), s, d_q, ldq, d_k, c.n_past, a, b, d_lse, d_mass, off);
+
+      std::vector<float> expect = mass0;
+      ref::attention_mass(rs, q.data(), ldq, cache.k.data(), c.n_past, a, b, expect.data() + off);
+      // Sanity of the reference itself: each (row, head) distributes a total mass of 1.
+      double added = 0;
+      for (size_t e = off; e < expect.size(); ++e) added += double(expect[e]) - mass0[e];
+      EXPECT_NEAR(added, double(b - a) * c.n_heads, 1e-4 * (b - a) * c.n_heads);
+
+      EXPECT_TRUE(all_close("attention_mass rows " + std::to_string(a) + ".." + std::to_string(b) + " " + c.name(),
+                            download_all(d_mass), expect, [&](size_t i) {
+                              if (i < off || int((i - off) % rs.cap) >= c.n_past + b) return 0.0;  // untouched
+                              return kAttnTol * std::fabs(expect[i]);
+                            }));
+    }
+  }
+}
+
+// The pot's compaction: store a chunk, keep a different subset of entries per KV head,
+// gather them to the front of a fresh cache, store the next chunk after them and attend.
+// The device pipeline must match reference attention over the gathered reference cache.
+TEST_F(AttentionKernel, AttentionOverGatheredCacheMatchesReference) {
+  for (int head_dim : {16, 64}) {
+    const int n_heads = 6, n_kv = 2, cap = 40, n1 = 30, n_keep = 12, n2 = 5;
+    const ref::AttnShape rs{n_heads, n_kv, head_dim, cap};
+    const ops::AttentionShape s{n_heads, n_kv, head_dim, cap};
+    const int k0 = n_heads * head_dim, v0 = k0 + n_kv * head_dim, ld = v0 + n_kv * head_dim;
+    const std::vector<float> chunk1 = random_floats(size_t(n1) * ld, 900 + head_dim, -2.0f, 2.0f);
+    const std::vector<float> chunk2 = random_floats(size_t(n2) * ld, 901 + head_dim, -2.0f, 2.0f);
+    std::vector<int> keep(size_t(n_kv) * n_keep);
+    for (int j = 0; j < n_keep; ++j) {
+      keep[j] = j * 2 + 1;                     // head 0: every other entry
+      keep[n_keep + j] = j < 4 ? j : 14 + j;   // head 1: the first 4 (sinks) and a recent window
+    }
+
+    std::vector<float> k(size_t(n_kv) * cap * head_dim, 0.0f), v(k.size(), 0.0f);
+    std::vector<float> gk(k.size(), 0.0f), gv(k.size(), 0.0f);
+    auto d_chunk1 = upload(chunk1), d_chunk2 = upload(chunk2), d_keep = upload(keep);
+    auto d_k = upload(k), d_v = upload(v), d_gk = upload(gk), d_gv = upload(gv);
+    ops::kv_store(ctx(), d_chunk1, ld, k0, v0, n_kv, head_dim, d_k, d_v, cap, 0, n1);
+    ops::kv_gather(ctx(), d_k, d_gk, n_kv, cap, head_dim, d_keep, n_keep);
+    ops::kv_gather(ctx(), d_v, d_gv, n_kv, cap, head_dim, d_keep, n_keep);
+    ops::kv_store(ctx(), d_chunk2, ld, k0, v0, n_kv, head_dim, d_gk, d_gv, cap, n_keep, n2);
+    auto d_out = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n2) * k0 * 4, "out");
+    auto d_lse = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n2) * n_heads * 4, "lse");
+    ops::attention(ctx(), s, d_chunk2, ld, d_gk, d_gv, n_keep, n2, d_out, k0, d_lse);
+
+    ref::kv_store(chunk1.data(), ld, k0, v0, n_kv, head_dim, k.data(), v.data(), cap, 0, n1);
+    ref::kv_gather(k.data(), gk.data(), n_kv, cap, head_dim, keep.data(), n_keep);
+    ref::kv_gather(v.data(), gv.data(), n_kv, cap, head_dim, keep.data(), n_keep);
+    ref::kv_store(chunk2.data(), ld, k0, v0, n_kv, head_dim, gk.data(), gv.data(), cap, n_keep, n2);
+    EXPECT_TRUE(all_close("gathered keys", download_all(d_gk), gk, 0.0));
+    EXPECT_TRUE(all_close("gathered values", download_all(d_gv), gv, 0.0));
+    std::vector<float> out(size_t(n2) * k0), lse(size_t(n2) * n_heads);
+    ref::attention(rs, chunk2.data(), ld, gk.data(), gv.data(), n_keep, n2, out.data(), k0, lse.data());
+    const std::string name = " over a gathered cache, head_dim=" + std::to_string(head_dim);
+    EXPECT_TRUE(all_close("attention out" + name, download_all(d_out), out, kAttnTol * 2.0));  // max|v| <= 2
+    EXPECT_TRUE(all_close("attention lse" + name, download_all(d_lse), lse,
+                          [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
+  }
+}
+
+}  // namespace
+}  // namespace infinipot

@@ -1,0 +1,289 @@
+// The per-layer kernels (norm.cl, rope.cl, elementwise.cl, kv_cache.cl, cross_entropy.cl)
+// against their CPU references in tests/support/cpu_ref.h.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+#include <gtest/gtest.h>
+
+#include "runtime/cl_error.h"
+#include "tests/runtime/kernel_fixture.h"
+#include "tests/support/compare.h"
+#include "tests/support/cpu_ref.h"
+
+namespace infinipot {
+namespace {
+
+using testing_support::all_close;
+using testing_support::random_floats;
+
+constexpr double kUlp = 1.0 / (1 << 23);  // float epsilon, 2^-23
+
+// RMSNorm: the fp32 sum of n squares (relative error ~sqrt(n) ulp, 24 ulp for n = 576), rsqrt
+// (<= 2 ulp in OpenCL) and two products. Relative to each output: 1e-5 = 84 ulp, ~3x headroom.
+constexpr double kNormRelTol = 1e-5;
+
+// RoPE: the kernel forms angle = pos * pow(theta, -2i/n_rot) in fp32. OpenCL allows pow 16 ulp
+// and the product adds 1/2 ulp, so the angle is off by up to ~17 ulp of itself and a pair moves
+// by that many radians times its length; sin/cos add 4 ulp. The reference uses double. So for a
+// pair of length L at position p: |err| <= (kRopeAngleUlps * ulp * p + kRopeBaseUlps * ulp) * L.
+// (At p = 3000 that is ~6e-3 L: fp32 angles are that coarse, in llama.cpp too.)
+constexpr double kRopeAngleUlps = 17;
+constexpr double kRopeBaseUlps = 16;
+double rope_tol(double pos) { return (kRopeAngleUlps * kUlp * std::fabs(pos) + kRopeBaseUlps * kUlp); }
+
+// SwiGLU: exp (<= 3 ulp), 1 + e, a division (<= 2.5 ulp) and a product: relative 2e-6 = 16 ulp.
+constexpr double kSwigluRelTol = 2e-6;
+
+// Copies (kv_store, kv_gather) and a single IEEE addition (add_inplace, correctly rounded in
+// fp32 on both sides) are bit-exact.
+constexpr double kExactTol = 0.0;
+
+// Cross-entropy: fp32 sums of up to `tile` exponentials in [0, 1] (relative error ~sqrt(tile) ulp,
+// 2.3e-6 for 384) become the same absolute error after log, plus the rounding of lse itself
+// (|lse| * 6e-8). |err| <= kCeTol * (1 + |value|) leaves ~4x headroom.
+constexpr double kCeTol = 1e-5;
+
+class LayerKernel : public testing_support::KernelTest {};
+
+// ---- norm.cl ------------------------------------------------------------------------------
+
+void check_rms_norm(cl::Context& c, const std::string& what) {
+  for (int n : {100, 576}) {
+    const int n_rows = 3;
+    const float eps = 1e-5f;
+    std::vector<float> x = random_floats(size_t(n_rows) * n, 100 + n, -3.0f, 3.0f);
+    for (int i = 0; i < n; ++i) x[size_t(2) * n + i] *= 1e-3f;  // mean square ~3e-6: eps matters
+    const std::vector<float> w = random_floats(n, 101 + n, 0.5f, 1.5f);
+    std::vector<float> expect(x.size());
+    ref::rms_norm(x.data(), w.data(), expect.data(), n_rows, n, eps);
+    auto tol = [&](size_t i) { return kNormRelTol * std::fabs(expect[i]); };
+
+    auto d_x = testing_support::upload(c, x);
+    auto d_w = testing_support::upload(c, w);
+    auto d_out = c.memory().alloc(cl::MemCategory::Scratch, x.size() * 4, "norm out");
+    ops::rms_norm(c, d_x, d_w, d_out, n_rows, n, eps);
+    EXPECT_TRUE(all_close(what + " n=" + std::to_string(n), testing_support::download(c, d_out, x.size()), expect, tol));
+    ops::rms_norm(c, d_x, d_w, d_x, n_rows, n, eps);  // x and out may alias
+    EXPECT_TRUE(all_close(what + " in place n=" + std::to_string(n), testing_support::download(c, d_x, x.size()),
+                          expect, tol));
+  }
+}
+
+TEST_F(LayerKernel, RmsNormMatchesReference) { check_rms_norm(ctx(), "rms_norm"); }
+
+// GPUs reduce each row with a work-group of 64 (norm_local); the CPU tuning uses 1.
+TEST(RmsNormWorkGroups, Local64MatchesReference) {
+  std::unique_ptr<cl::Context> c;
+  ASSERT_NO_THROW(c = testing_support::context_with_work_groups(64)) << "the kernel tests need an OpenCL device";
+  ASSERT_EQ(c->tuning().norm_local, 64);
+  check_rms_norm(*c, "rms_norm local=64");
+}
+
+// ---- rope.cl ------------------------------------------------------------------------------
+
+// Tolerance for the pair containing element `col` of a row, whose rotation was by `pos`
+// positions; columns outside the rotated pairs must be bit-identical.
+double pair_tol(const std::vector<float>& want, size_t row_start, int col, int head_col0, int n_rot, double pos_err) {
+  const int d = col - head_col0;
+  if (d < 0 || d >= n_rot) return 0.0;
+  const size_t a = row_start + head_col0 + (d & ~1);
+  return pos_err * std::hypot(double(want[a]), double(want[a + 1]));
+}
+
+TEST_F(LayerKernel, RopeMatchesReference) {
+  struct Case {
+    int n_heads, head_dim, n_rot;
+  };
+  const float theta = 10000.0f;
+  const std::vector<int> pos = {0, 1, 17, 500, 3000};  // one token per position
+  const int n_tokens = int(pos.size());
+  auto d_pos = upload(pos);
+  for (Case cs : {Case{3, 64, 64}, Case{2, 16, 16}, Case{2, 64, 32}}) {  // the last rotates half of each head
+    const std::string name = "rope heads=" + std::to_string(cs.n_heads) + " head_dim=" + std::to_string(cs.head_dim) +
+                             " n_rot=" + std::to_string(cs.n_rot);
+    const int col0 = 8, ld = col0 + cs.n_heads * cs.head_dim + 5;  // heads inside a wider fused row
+    const std::vector<float> x = random_floats(size_t(n_tokens) * ld, 200 + cs.head_dim + cs.n_rot);
+    auto buf = upload(x);
+    ops::rope(ctx(), buf, ld, col0, cs.n_heads, cs.head_dim, cs.n_rot, d_pos, n_tokens, theta);
+    std::vector<float> expect = x;
+    ref::rope(expect.data(), ld, col0, cs.n_heads, cs.head_dim, cs.n_rot, pos.data(), n_tokens, theta);
+    auto tol = [&](size_t i) {
+      const size_t t = i / ld;
+      const int col = int(i % ld) - col0;
+      if (col < 0 || col >= cs.n_heads * cs.head_dim) return 0.0;
+      return pair_tol(expect, t * ld, col0 + col, col0 + col / cs.head_dim * cs.head_dim, cs.n_rot, rope_tol(pos[t]));
+    };
+    EXPECT_TRUE(all_close(name, download_all(buf), expect, tol));
+  }
+}
+
+// Cache layout [n_heads][cap][head_dim]: rope over it treats each (head, slot) as one token row.
+struct ShiftCase {
+  int n_heads = 2, cap = 12, n_slots = 10, head_dim = 64, n_rot = 64;
+  float theta = 10000.0f;
+  std::vector<int> pos, delta;  // [n_heads][cap]
+  ShiftCase() {
+    pos.resize(size_t(n_heads) * cap);
+    delta.resize(pos.size());
+    for (size_t e = 0; e < pos.size(); ++e) {
+      pos[e] = int(e * 173 % 2000);
+      delta[e] = e % 5 == 0 ? 0 : -int(e * 97 % 1500) + int(e % 3) * 400;  // zero, negative and positive shifts
+    }
+  }
+  size_t floats() const { return size_t(n_heads) * cap * head_dim; }
+  // Tolerance of element i, given the position errors each rotation contributes.
+  double tol(const std::vector<float>& want, size_t i, double pos_err) const {
+    const size_t row = i / head_dim;
+    return pair_tol(want, row * head_dim, int(i % head_dim), 0, n_rot, pos_err);
+  }
+};
+
+TEST_F(LayerKernel, RopeShiftMatchesReference) {
+  ShiftCase s;
+  const std::vector<float> k = random_floats(s.floats(), 300);
+  auto d_k = upload(k);
+  auto d_delta = upload(s.delta);
+  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, s.theta);
+  std::vector<float> expect = k;
+  ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
+  // Slots >= n_slots and entries with delta 0 must be untouched.
+  auto tol = [&](size_t i) {
+    const size_t e = i / s.head_dim;
+    if (int(e % s.cap) >= s.n_slots || s.delta[e] == 0) return 0.0;
+    return s.tol(expect, i, rope_tol(s.delta[e]));
+  };
+  EXPECT_TRUE(all_close("rope_shift", download_all(d_k), expect, tol));
+}
+
+// The pot re-positions surviving keys with rope_shift instead of re-running RoPE on pre-RoPE
+// keys it no longer has: rope_shift(rope(k, p), d) must equal rope(k, p + d). Both sides carry
+// fp32 angle error, so the tolerance is the sum of the three rotations' (p, d and p + d).
+TEST_F(LayerKernel, RopeShiftOfRopeEqualsRopeAtShiftedPosition) {
+  ShiftCase s;
+  s.n_slots = s.cap;
+  const std::vector<float> k = random_floats(s.floats(), 301);
+  std::vector<int> shifted(s.pos.size());
+  for (size_t e = 0; e < shifted.size(); ++e) shifted[e] = s.pos[e] + s.delta[e];
+  const int rows = s.n_heads * s.cap;
+
+  auto a = upload(k);
+  auto d_pos = upload(s.pos);
+  auto d_delta = upload(s.delta);
+  ops::rope(ctx(), a, s.head_dim, 0, 1, s.head_dim, s.n_rot, d_pos, rows, s.theta);
+  ops::rope_shift(ctx(), a, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, s.theta);
+  auto b = upload(k);
+  auto d_shifted = upload(shifted);
+  ops::rope(ctx(), b, s.head_dim, 0, 1, s.head_dim, s.n_rot, d_shifted, rows, s.theta);
+
+  const std::vector<float> got_b = download_all(b);
+  auto tol = [&](size_t i) {
+    const size_t e = i / s.head_dim;
+    return s.tol(got_b, i, rope_tol(s.pos[e]) + rope_tol(s.delta[e]) + rope_tol(shifted[e]));
+  };
+  EXPECT_TRUE(all_close("rope_shift(rope(k, p), d) vs rope(k, p + d)", download_all(a), got_b, tol));
+
+  std::vector<float> expect = k;  // and both against the reference at p + d
+  ref::rope(expect.data(), s.head_dim, 0, 1, s.head_dim, s.n_rot, shifted.data(), rows, s.theta);
+  EXPECT_TRUE(all_close("rope(k, p + d)", got_b, expect,
+                        [&](size_t i) { return s.tol(expect, i, rope_tol(shifted[i / s.head_dim])); }));
+}
+
+// ---- elementwise.cl -----------------------------------------------------------------------
+
+TEST_F(LayerKernel, SwigluMatchesReference) {
+  const int n_rows = 3, n_ff = 100;
+  const std::vector<float> gu = random_floats(size_t(n_rows) * 2 * n_ff, 400, -8.0f, 8.0f);
+  auto d_gu = upload(gu);
+  auto d_act = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n_rows) * n_ff * 4, "act");
+  ops::swiglu(ctx(), d_gu, n_rows, n_ff, d_act);
+  std::vector<float> expect(size_t(n_rows) * n_ff);
+  ref::swiglu(gu.data(), n_rows, n_ff, expect.data());
+  EXPECT_TRUE(all_close("swiglu", download_all(d_act), expect,
+                        [&](size_t i) { return kSwigluRelTol * std::fabs(expect[i]); }));
+}
+
+TEST_F(LayerKernel, AddInplaceMatchesReference) {
+  const int n = 1001;
+  std::vector<float> y = random_floats(n, 410), x = random_floats(n, 411);
+  auto d_y = upload(y);
+  auto d_x = upload(x);
+  ops::add_inplace(ctx(), d_y, d_x, n);
+  ref::add_inplace(y.data(), x.data(), n);
+  EXPECT_TRUE(all_close("add_inplace", download_all(d_y), y, kExactTol));
+}
+
+// ---- kv_cache.cl --------------------------------------------------------------------------
+
+TEST_F(LayerKernel, KvStoreMatchesReference) {
+  const int n_heads = 6, n_kv = 2, hd = 16, cap = 20, slot0 = 6, n_tokens = 5;
+  const int k0 = n_heads * hd, v0 = k0 + n_kv * hd, ld = v0 + n_kv * hd + 3;  // fused q|k|v rows, padded
+  const std::vector<float> qkv = random_floats(size_t(n_tokens) * ld, 500);
+  std::vector<float> k = random_floats(size_t(n_kv) * cap * hd, 501), v = random_floats(k.size(), 502);
+  auto d_qkv = upload(qkv);
+  auto d_k = upload(k);
+  auto d_v = upload(v);
+  ops::kv_store(ctx(), d_qkv, ld, k0, v0, n_kv, hd, d_k, d_v, cap, slot0, n_tokens);
+  ref::kv_store(qkv.data(), ld, k0, v0, n_kv, hd, k.data(), v.data(), cap, slot0, n_tokens);
+  EXPECT_TRUE(all_close("kv_store keys", download_all(d_k), k, kExactTol));
+  EXPECT_TRUE(all_close("kv_store values", download_all(d_v), v, kExactTol));
+  EXPECT_THROW(ops::kv_store(ctx(), d_qkv, ld, k0, v0, n_kv, hd, d_k, d_v, cap, cap - 2, n_tokens), cl::ClError);
+}
+
+TEST_F(LayerKernel, KvGatherMatchesReference) {
+  const int n_kv = 3, hd = 16, cap = 24, n_keep = 7;
+  const std::vector<float> src = random_floats(size_t(n_kv) * cap * hd, 510);
+  std::vector<float> dst = random_floats(src.size(), 511);  // slots >= n_keep must survive
+  // Each head keeps its own entries (the pot compacts heads independently), in slot order.
+  const std::vector<int> keep = {0, 2, 3, 9, 10, 20, 23,   //
+                                 1, 4, 5, 6, 7, 8, 22,     //
+                                 0, 1, 2, 3, 4, 5, 6};
+  auto d_src = upload(src);
+  auto d_dst = upload(dst);
+  auto d_keep = upload(keep);
+  ops::kv_gather(ctx(), d_src, d_dst, n_kv, cap, hd, d_keep, n_keep);
+  ref::kv_gather(src.data(), dst.data(), n_kv, cap, hd, keep.data(), n_keep);
+  EXPECT_TRUE(all_close("kv_gather", download_all(d_dst), dst, kExactTol));
+}
+
+// ---- cross_entropy.cl ---------------------------------------------------------------------
+
+TEST_F(LayerKernel, CrossEntropyOverTilesMatchesReference) {
+  const int n = 6, vocab = 1000, tile = 384;  // tiles of 384, 384 and 232
+  std::vector<float> logits = random_floats(size_t(n) * vocab, 600, -10.0f, 10.0f);
+  for (int v = 0; v < vocab; ++v) logits[size_t(4) * vocab + v] += 100.0f;  // exp(110) overflows fp32 unless shifted
+  for (int v = 0; v < vocab; ++v) logits[size_t(5) * vocab + v] *= 5.0f;    // a peaked distribution
+  const std::vector<int> targets = {0, 999, 383, 384, -1, 500};             // tile edges; row 4 unscored
+  auto d_targets = upload(targets);
+  auto m = ctx().memory().alloc(cl::MemCategory::Scratch, n * 4, "ce m");
+  auto s = ctx().memory().alloc(cl::MemCategory::Scratch, n * 4, "ce s");
+  auto tl = ctx().memory().alloc(cl::MemCategory::Scratch, n * 4, "ce tl");
+  ops::ce_init(ctx(), m, s, tl, n);
+  for (int v0 = 0; v0 < vocab; v0 += tile) {
+    const int w = std::min(tile, vocab - v0);
+    std::vector<float> t(size_t(n) * w);
+    for (int r = 0; r < n; ++r)
+      std::copy_n(logits.begin() + size_t(r) * vocab + v0, w, t.begin() + size_t(r) * w);
+    auto d_t = upload(t);
+    ops::ce_update(ctx(), d_t, n, w, v0, d_targets, m, s, tl);
+  }
+  const std::vector<float> hm = download_all(m), hs = download_all(s), htl = download_all(tl);
+  const std::vector<ref::CrossEntropyRow> want = ref::cross_entropy(logits.data(), n, vocab, targets.data());
+  std::vector<float> got_lse(n), want_lse(n), got_nll, want_nll;
+  std::vector<double> nll_tol;
+  for (int r = 0; r < n; ++r) {
+    got_lse[r] = float(double(hm[r]) + std::log(double(hs[r])));
+    want_lse[r] = float(want[r].lse);
+    if (targets[r] < 0) continue;
+    got_nll.push_back(float(double(got_lse[r]) - htl[r]));
+    want_nll.push_back(float(want[r].nll));
+    nll_tol.push_back(kCeTol * (1 + std::fabs(want[r].lse)));
+  }
+  EXPECT_TRUE(all_close("cross-entropy lse", got_lse, want_lse,
+                        [&](size_t i) { return kCeTol * (1 + std::fabs(want_lse[i])); }));
+  EXPECT_TRUE(all_close("cross-entropy nll", got_nll, want_nll, [&](size_t i) { return nll_tol[i]; }));
+  EXPECT_EQ(htl[4], 0.0f) << "an unscored row's target logit stays at its initial 0";
+}
+
+}  // namespace
+}  // namespace infinipot
