@@ -5,10 +5,15 @@ Tokenizes a varied corpus with llama-cpp-python's vocab-only model, exactly as
 llama_tokenize(text, add_special=false, parse_special=...) does, and writes
 tests/fixtures/tokenizer_goldens.json:
 
-  {"model": <file name>, "model_sha256": ..., "llama_cpp_version": ...,
-   "cases": [{"name": ..., "text": ... | "bytes_hex": ..., "parse_special": bool, "ids": [...]}]}
+  {"model": <file name>, "model_sha256": ..., "llama_cpp_version": ..., "pre_variants": [...],
+   "cases": [{"name": ..., "text": ... | "bytes_hex": ..., "parse_special": bool, "ids": [...],
+              "variants": {<pre>: [...], ...}}]}
 
 "bytes_hex" replaces "text" for inputs that are not valid UTF-8 (JSON cannot hold them).
+"ids" use the model as it is (tokenizer.ggml.pre = "smollm"). "variants" are the same cases
+tokenized with the model's vocabulary but another pre-tokenizer (a vocab-only copy of the
+GGUF with tokenizer.ggml.pre replaced), so the gpt2, llama3 and default cascades are checked
+against llama.cpp too.
 
 Usage: scripts/reference/make_tokenizer_goldens.py [MODEL] [--out PATH]
   MODEL defaults to models/SmolLM2-135M-Instruct.Q4_1.gguf. Needs `import llama_cpp`
@@ -19,6 +24,7 @@ import hashlib
 import json
 import pathlib
 import sys
+import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -155,6 +161,37 @@ CORPUS = [
 ]
 
 
+# tokenizer.ggml.pre values llama.cpp maps to the other cascades infinipot implements.
+PRE_VARIANTS = ["gpt-2", "llama-bpe", "default"]
+
+
+def write_pre_variant(src, dst, pre):
+    """Vocab-only copy of src's metadata with tokenizer.ggml.pre = pre (no tensors)."""
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+    reader = GGUFReader(src)
+    writer = GGUFWriter(dst, arch=None)
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF."):
+            continue  # header fields the writer produces itself
+        vtype = field.types[0]
+        if key == "tokenizer.ggml.pre":
+            writer.add_string(key, pre)
+        elif vtype == GGUFValueType.ARRAY:
+            if field.types[1] == GGUFValueType.STRING:
+                vals = [bytes(field.parts[i]).decode("utf-8", errors="surrogateescape") for i in field.data]
+            else:
+                vals = [field.parts[i].tolist()[0] for i in field.data]
+            writer.add_array(key, vals)
+        elif vtype == GGUFValueType.STRING:
+            writer.add_string(key, bytes(field.parts[field.data[0]]).decode())
+        else:
+            writer.add_key_value(key, field.parts[field.data[0]].tolist()[0], vtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", nargs="?", default=str(REPO / "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -166,6 +203,12 @@ def main():
     model = pathlib.Path(args.model)
     sha = hashlib.sha256(model.read_bytes()).hexdigest()
     llm = llama_cpp.Llama(model_path=str(model), vocab_only=True, verbose=False)
+    variants = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pre in PRE_VARIANTS:
+            path = pathlib.Path(tmp) / f"{pre}.gguf"
+            write_pre_variant(str(model), str(path), pre)
+            variants[pre] = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
 
     names = set()
     cases = []
@@ -181,6 +224,8 @@ def main():
             case["text"] = text
         case["parse_special"] = parse_special
         case["ids"] = [int(i) for i in ids]
+        case["variants"] = {pre: [int(i) for i in v.tokenize(raw, add_bos=False, special=parse_special)]
+                            for pre, v in variants.items()}
         cases.append(case)
 
     doc = {
@@ -188,6 +233,7 @@ def main():
         "model_sha256": sha,
         "llama_cpp_version": getattr(llama_cpp, "__version__", "unknown"),
         "generator": "scripts/reference/make_tokenizer_goldens.py",
+        "pre_variants": PRE_VARIANTS,
         "cases": cases,
     }
     out = pathlib.Path(args.out)

@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model_loader/bpe.h"
+#include "model_loader/gguf_writer.h"
 #include "model_loader/pretokenizer.h"
 #include "model_loader/tokenizer.h"
 #include "model_loader/unicode_utf8.h"
@@ -51,11 +53,13 @@ std::string from_hex(const std::string& hex) {
 struct GoldenCase {
   std::string name, text;
   bool parse_special;
-  std::vector<TokenId> ids;
+  std::vector<TokenId> ids;                                   // the model as it is ("smollm")
+  std::map<std::string, std::vector<TokenId>> ids_by_pre;     // same vocabulary, other pre
 };
 
 struct Goldens {
   std::string model, sha256;
+  std::vector<std::string> pre_variants;
   std::vector<GoldenCase> cases;
 };
 
@@ -67,12 +71,14 @@ Goldens load_goldens() {
   Goldens g;
   g.model = doc.at("model").get<std::string>();
   g.sha256 = doc.at("model_sha256").get<std::string>();
+  g.pre_variants = doc.at("pre_variants").get<std::vector<std::string>>();
   for (const auto& c : doc.at("cases")) {
     GoldenCase gc;
     gc.name = c.at("name").get<std::string>();
     gc.text = c.contains("text") ? c.at("text").get<std::string>() : from_hex(c.at("bytes_hex").get<std::string>());
     gc.parse_special = c.at("parse_special").get<bool>();
     gc.ids = c.at("ids").get<std::vector<TokenId>>();
+    gc.ids_by_pre = c.at("variants").get<std::map<std::string, std::vector<TokenId>>>();
     g.cases.push_back(std::move(gc));
   }
   return g;
@@ -93,6 +99,30 @@ TEST(TokenizerReal, EveryGoldenCaseMatchesLlamaCpp) {
   if (mismatches > 0) {
     ADD_FAILURE() << mismatches << " of " << g.cases.size() << " cases differ. The goldens were made from "
                   << g.model << " (sha256 " << g.sha256 << "); check INFINIPOT_MODEL is that file.";
+  }
+}
+
+// The other cascades (gpt2, llama3, default) on the real vocabulary: the model's metadata is
+// copied with tokenizer.ggml.pre replaced, as the golden script did for llama.cpp.
+TEST(TokenizerReal, OtherPreTokenizersMatchLlamaCpp) {
+  const std::string path = test::real_model_path();
+  ASSERT_FALSE(path.empty());
+  const gguf::GgufFile real = gguf::GgufFile::open(path);
+  const Goldens g = load_goldens();
+  ASSERT_FALSE(g.pre_variants.empty());
+  for (const std::string& pre : g.pre_variants) {
+    gguf::GgufWriter w;
+    for (const auto& [key, value] : real.metadata()) w.set(key, value);
+    w.replace("tokenizer.ggml.pre", gguf::value_string(pre));
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    const auto file = gguf::GgufFile::from_memory(bytes.data(), bytes.size(), "pre=" + pre);
+    const Tokenizer tok = Tokenizer::from_gguf(file);
+    EXPECT_EQ(tok.pre_tokenizer(), pre);
+    for (const auto& c : g.cases) {
+      SCOPED_TRACE("pre " + pre + ", golden case " + c.name);
+      ASSERT_EQ(c.ids_by_pre.count(pre), 1u);
+      EXPECT_EQ(tok.encode(c.text, false, c.parse_special), c.ids_by_pre.at(pre));
+    }
   }
 }
 
