@@ -43,7 +43,12 @@ constexpr const char* kEndOfTurnTexts[] = {"<|im_end|>", "<|eot_id|>", "<|end|>"
 // Optional special-token id: -1 when absent or negative; out of range is an error.
 TokenId optional_id(const gguf::GgufFile& file, const std::string& key, size_t n_vocab) {
   if (!file.has(key)) return -1;
-  const int64_t v = file.get(key).as_i64();
+  int64_t v = 0;
+  try {
+    v = file.get(key).as_i64();
+  } catch (const gguf::GgufError& e) {
+    throw TokenizerError(fmt::format("{} is not an integer: {}", key, e.what()));
+  }
   if (v < 0) return -1;
   if (static_cast<uint64_t>(v) >= n_vocab) {
     throw TokenizerError(fmt::format("{} = {} is out of range (vocabulary has {} tokens)", key, v, n_vocab));

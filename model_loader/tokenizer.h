@@ -29,7 +29,8 @@ class Tokenizer {
 
   // parse_special: text of control/user-defined tokens ("<|im_start|>") becomes that token.
   // add_bos: prepend BOS (only when the model has one).
-  // Invalid UTF-8 is not an error: it is tokenized byte-wise, like llama.cpp does.
+  // Invalid UTF-8 is not an error: each malformed byte becomes U+FFFD before splitting, as
+  // llama.cpp does (details in unicode_utf8.h).
   std::vector<TokenId> encode(const std::string& text, bool add_bos, bool parse_special) const;
   // Text of one token (byte-level decoded); control tokens decode to "" unless render_special.
   std::string decode_token(TokenId id, bool render_special = false) const;
