@@ -35,6 +35,15 @@ constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;
 constexpr uint32_t kMaxDims = 4;
 constexpr uint32_t kMaxValueType = static_cast<uint32_t>(ValueType::FLOAT64);
 
+// Bounding counts by the bytes left stops impossible counts, but a parsed entry takes more
+// memory than its encoding (an array element of 1 byte becomes a ~72-byte Value), so a large
+// hostile file could still demand tens of GB. These caps keep the worst case near 1 GB and
+// sit far above real models (SmolLM2: 33 keys, 272 tensors, ~98k array elements; the largest
+// vocabularies have ~260k tokens).
+constexpr uint64_t kMaxKv = uint64_t{1} << 16;
+constexpr uint64_t kMaxTensors = uint64_t{1} << 20;
+constexpr uint64_t kMaxArrayElements = uint64_t{1} << 23;  // summed over all arrays of a file
+
 // Names and keys go into error messages; a fuzzed name can be megabytes of binary.
 std::string printable(std::string_view s) {
   constexpr size_t kMax = 80;
@@ -149,8 +158,9 @@ Value read_scalar(Cursor& c, ValueType t, const Ctx& ctx) {
   return v;
 }
 
+// `array_budget` is what is left of kMaxArrayElements for this file.
 template <typename Ctx>
-Value read_value(Cursor& c, ValueType t, const Ctx& ctx) {
+Value read_value(Cursor& c, ValueType t, const Ctx& ctx, uint64_t& array_budget) {
   if (t != ValueType::ARRAY) return read_scalar(c, t, ctx);
   Value v;
   v.type = ValueType::ARRAY;
@@ -165,6 +175,11 @@ Value read_value(Cursor& c, ValueType t, const Ctx& ctx) {
                        "{} bytes remain; the file is truncated or corrupt",
                        ctx(), count, value_type_name(v.elem_type), min_bytes, c.left()));
   }
+  if (count > array_budget) {
+    c.fail(fmt::format("{}: array of {} elements exceeds the loader's limit of {} array elements "
+                       "per file", ctx(), count, kMaxArrayElements));
+  }
+  array_budget -= count;
   v.array.reserve(static_cast<size_t>(count));
   for (uint64_t i = 0; i < count; ++i) {
     v.array.push_back(read_scalar(c, v.elem_type, [&] {
@@ -207,15 +222,23 @@ void read_header(Cursor& c, ParsedGguf& out, uint64_t& n_tensors, uint64_t& n_kv
                        "least {} bytes but only {} bytes follow the header; the file is corrupt",
                        n_kv, kMinKvBytes, c.left()));
   }
+  if (n_tensors > kMaxTensors) {
+    c.fail(fmt::format("header tensor_count {} exceeds the loader's limit of {} tensors",
+                       n_tensors, kMaxTensors));
+  }
+  if (n_kv > kMaxKv) {
+    c.fail(fmt::format("header metadata kv_count {} exceeds the loader's limit of {} keys", n_kv, kMaxKv));
+  }
 }
 
 void read_metadata(Cursor& c, ParsedGguf& out, uint64_t n_kv) {
+  uint64_t array_budget = kMaxArrayElements;
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string([&] { return fmt::format("metadata key #{}", i); });
     if (key.empty()) c.fail(fmt::format("metadata key #{} is empty", i));
     auto ctx = [&] { return fmt::format("metadata '{}'", printable(key)); };
     ValueType t = read_value_type(c, ctx);
-    Value v = read_value(c, t, ctx);
+    Value v = read_value(c, t, ctx, array_budget);
     if (!out.metadata.emplace(key, std::move(v)).second) {
       c.fail(fmt::format("duplicate metadata key '{}' (key-value pair #{})", printable(key), i));
     }

@@ -114,6 +114,20 @@ TEST(GgufMalformed, HugeStringAndArrayLengths) {
   EXPECT_TRUE(parse_fails_with(b, {"metadata 'toks' element 1 of 2", "string length 1099511627776"}));
 }
 
+// Counts that the file could hold but whose parsed form would take far more memory than the
+// file (an element of 1 byte becomes a Value) hit the loader's limits before allocating.
+TEST(GgufMalformed, CountsOverTheLoaderLimits) {
+  const uint64_t n = (uint64_t{1} << 23) + 1;
+  std::vector<uint8_t> b = RawGguf().header(3, 0, 1).str("big").u32(kArray).u32(0 /* UINT8 */).u64(n).zeros(n).bytes();
+  EXPECT_TRUE(parse_fails_with(b, {"metadata 'big'", "array of 8388609 elements exceeds the loader's limit"}));
+  const uint64_t n_kv = (uint64_t{1} << 16) + 1;
+  b = RawGguf().header(3, 0, n_kv).zeros(n_kv * 14).bytes();
+  EXPECT_TRUE(parse_fails_with(b, {"kv_count 65537 exceeds the loader's limit of 65536 keys"}));
+  const uint64_t n_t = (uint64_t{1} << 20) + 1;
+  b = RawGguf().header(3, n_t, 0).zeros(n_t * 33).bytes();
+  EXPECT_TRUE(parse_fails_with(b, {"tensor_count 1048577 exceeds the loader's limit"}));
+}
+
 TEST(GgufMalformed, UnknownValueTypes) {
   std::vector<uint8_t> b = RawGguf().header(3, 0, 1).str("k").u32(13).zeros(16).bytes();
   EXPECT_TRUE(parse_fails_with(b, {"metadata 'k'", "unknown value type 13", "expected 0..12"}));
