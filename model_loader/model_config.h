@@ -46,6 +46,13 @@ struct WeightTable {
 
 // Reads and checks the hyperparameters: architecture must be "llama", required keys present,
 // values positive and consistent (n_embd % n_head == 0, n_head % n_head_kv == 0, ...).
+// Required: general.architecture, llama.block_count, llama.embedding_length,
+// llama.feed_forward_length, llama.attention.head_count, llama.context_length. Optional:
+// llama.attention.head_count_kv (= head_count), llama.rope.freq_base (10000),
+// llama.attention.layer_norm_rms_epsilon (1e-5), llama.rope.dimension_count (= head_dim).
+// n_vocab is token_embd.weight's row count; llama.vocab_size and tokenizer.ggml.tokens, when
+// present, must agree with it. RoPE scaling and a head size other than n_embd / n_head are
+// refused (the runtime does not implement them).
 LlamaConfig read_llama_config(const gguf::GgufFile& file);
 // Finds every tensor, checks its shape against the config and that its type is supported;
 // errors name the tensor, the expected and the found shape/type.
