@@ -1,29 +1,33 @@
 // Quantized matrix-vector products for decode (needs quant_formats.cl).
 //   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
-//   y[r][o] (+)= sum_k W[o][k] * x[r][k]
-// One work-item per output o; it loops over the (few) rows so each weight is read once.
-// ACCUM (host -D): add into y instead of overwriting (fused residual add).
-#ifndef MAX_ROWS
-#define MAX_ROWS 4
-#endif
+//   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 32)
+// One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading x
+// once per block for all of them. ACCUM (-D): add into y (fused residual add).
+#define ROWS 4
 __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_out, const int K,
                      __global const float* x, const int n_rows, __global float* y, const int y_off, const int ldy) {
-  const int o = get_global_id(0);
-  if (o >= n_out) return;
-  __global const uchar* row = W + (size_t)o * row_bytes;
-  float8 acc[MAX_ROWS];
-  for (int r = 0; r < MAX_ROWS; ++r) acc[r] = (float8)(0.0f);
-  for (int k = 0; k < K; k += 8) {
-    const float8 w = load8(row, k);
-    for (int r = 0; r < n_rows; ++r) acc[r] = fma(w, vload8(0, x + (size_t)r * K + k), acc[r]);
+  const int o0 = get_global_id(0) * ROWS;
+  const int r = get_global_id(1);
+  if (o0 >= n_out || r >= n_rows) return;
+  __global const float* xr = x + (size_t)r * K;
+  __global const uchar* w0 = W + (size_t)o0 * row_bytes;
+  const int nr = min(ROWS, n_out - o0);
+  float16 acc[ROWS];
+  for (int i = 0; i < ROWS; ++i) acc[i] = (float16)(0.0f);
+  for (int b = 0; b < K / 32; ++b) {
+    const float16 xl = vload16(0, xr + b * 32);
+    const float16 xh = vload16(1, xr + b * 32);
+    for (int i = 0; i < ROWS; ++i)
+      if (i < nr) acc[i] = block_fma(w0 + (size_t)i * row_bytes, b, xl, xh, acc[i]);
   }
-  for (int r = 0; r < n_rows; ++r) {
-    const float8 a = acc[r];
-    const float s = (a.s0 + a.s1) + (a.s2 + a.s3) + (a.s4 + a.s5) + (a.s6 + a.s7);
+  for (int i = 0; i < nr; ++i) {
+    const float8 a8 = acc[i].lo + acc[i].hi;
+    const float4 a4 = a8.lo + a8.hi;
+    const float s = (a4.x + a4.y) + (a4.z + a4.w);
 #ifdef ACCUM
-    y[y_off + (size_t)r * ldy + o] += s;
+    y[y_off + (size_t)r * ldy + o0 + i] += s;
 #else
-    y[y_off + (size_t)r * ldy + o] = s;
+    y[y_off + (size_t)r * ldy + o0 + i] = s;
 #endif
   }
 }

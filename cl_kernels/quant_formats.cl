@@ -74,3 +74,56 @@ inline float8 load8(__global const uchar* row, int k) {
 #error "unsupported WTYPE"
 #endif
 }
+
+// block_fma(row, b, xl, xh, acc): acc += weights[32b .. 32b+31] * x, where xl holds x for
+// the block's elements 0..15 and xh for 16..31; the 16 lanes of acc are summed at the end.
+// Keeping a vector accumulator (the Q4_1 offset m folds in as m*(xl+xh)) avoids a
+// horizontal reduction per block, which is what makes decode matvec fast on CPUs.
+inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 xh, float16 acc) {
+#if WTYPE == T_F32
+  __global const float* w = (__global const float*)row + b * 32;
+  return fma(vload16(0, w), xl, fma(vload16(1, w), xh, acc));
+#elif WTYPE == T_F16
+  __global const half* w = (__global const half*)row + b * 32;
+  return fma(vload_half16(0, w), xl, fma(vload_half16(1, w), xh, acc));
+#elif WTYPE == T_Q4_0
+  __global const uchar* blk = row + b * 18;
+  const float d = vload_half(0, (__global const half*)blk);
+  const uchar16 q = vload16(0, blk + 2);
+  const float16 lo = convert_float16(q & (uchar16)(15)) - 8.0f;
+  const float16 hi = convert_float16(q >> (uchar16)(4)) - 8.0f;
+  return fma((float16)(d), fma(lo, xl, hi * xh), acc);
+#elif WTYPE == T_Q4_1
+  __global const uchar* blk = row + b * 20;
+  const float d = vload_half(0, (__global const half*)blk);
+  const float m = vload_half(1, (__global const half*)blk);
+  const uchar16 q = vload16(0, blk + 4);
+  const float16 lo = convert_float16(q & (uchar16)(15));
+  const float16 hi = convert_float16(q >> (uchar16)(4));
+  return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
+#elif WTYPE == T_Q8_0
+  __global const uchar* blk = row + b * 34;
+  const float d = vload_half(0, (__global const half*)blk);
+  __global const char* q = (__global const char*)(blk + 2);
+  return fma((float16)(d), fma(convert_float16(vload16(0, q)), xl, convert_float16(vload16(1, q)) * xh), acc);
+#elif WTYPE == T_Q6_K
+  __global const uchar* sb = row + (b >> 3) * 210;
+  const int j = b & 7;           // which 32-run of the super-block
+  const int half_ = j >> 2;
+  const int quarter = j & 3;
+  __global const uchar* ql = sb + half_ * 64 + ((quarter & 1) ? 32 : 0);
+  __global const uchar* qh = sb + 128 + half_ * 32;
+  __global const char* sc = (__global const char*)(sb + 192) + half_ * 8 + 2 * quarter;
+  const float d = vload_half(0, (__global const half*)(sb + 208));
+  float16 out = acc;
+  for (int p = 0; p < 2; ++p) {  // elements 0..15 then 16..31 (each has its own scale)
+    const uchar16 lo = vload16(p, ql);
+    const uchar16 hi = vload16(p, qh);
+    const uchar16 low4 = (quarter < 2) ? (lo & (uchar16)(15)) : (lo >> (uchar16)(4));
+    const uchar16 high2 = (hi >> (uchar16)(2 * quarter)) & (uchar16)(3);
+    const float16 q = convert_float16(convert_int16(low4 | (high2 << (uchar16)(4))) - 32);
+    out = fma((float16)(d * (float)sc[p]), q * (p ? xh : xl), out);
+  }
+  return out;
+#endif
+}

@@ -54,7 +54,7 @@ float get_positive_float_or(const GgufFile& f, const std::string& key, float fal
 std::string supported_type_names() {
   std::vector<std::string> names;
   for (uint32_t id = 0; id < 64; ++id) {
-    if (quant::is_known_type(id) && quant::traits(static_cast<TensorType>(id)).supported) {
+    if (quant::is_known_type(id) && quant::traits(static_cast<TensorType>(id)).on_device) {
       names.emplace_back(quant::traits(static_cast<TensorType>(id)).name);
     }
   }
@@ -79,7 +79,7 @@ const TensorInfo* require_tensor(const GgufFile& f, const std::string& name,
   if (is_norm && t->type != TensorType::F32) {
     fail(f, fmt::format("tensor '{}' has type {}; norm weights must be F32", name, tr.name));
   }
-  if (!tr.supported) {
+  if (!tr.on_device) {
     fail(f, fmt::format("tensor '{}' has type {}, which is not supported (supported: {})", name,
                         tr.name, supported_type_names()));
   }

@@ -21,7 +21,9 @@ constexpr size_t kMaxTypeId = 35;
 std::array<std::optional<TypeTraits>, kMaxTypeId + 1> make_table() {
   std::array<std::optional<TypeTraits>, kMaxTypeId + 1> t{};
   auto set = [&](uint32_t id, const char* name, int64_t elems, size_t bytes, bool supported) {
-    t[id] = TypeTraits{name, elems, bytes, supported};
+    // Keep in step with WTYPE in cl_kernels/quant_formats.cl.
+    const bool on_device = id == 0 || id == 1 || id == 2 || id == 3 || id == 8 || id == 14;
+    t[id] = TypeTraits{name, elems, bytes, supported, on_device};
   };
   set(0, "F32", 1, 4, true);
   set(1, "F16", 1, 2, true);

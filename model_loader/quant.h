@@ -14,7 +14,8 @@ struct TypeTraits {
   const char* name;      // "Q4_1"
   int64_t block_elems;   // elements per block (1 for F32/F16)
   size_t block_bytes;    // bytes per block
-  bool supported;        // we can dequantize it (CPU and device)
+  bool supported;        // the CPU reference can (de)quantize it
+  bool on_device;        // the OpenCL kernels (cl_kernels/quant_formats.cl) read it
 };
 
 // Known types get their traits; unknown ids throw gguf::GgufError naming the id.

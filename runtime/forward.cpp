@@ -21,8 +21,8 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
   const size_t n = chunk, qkv_ld = size_t(c.n_head + 2 * c.n_head_kv) * c.head_dim;
   const int widest_in = std::max({c.n_embd, c.n_head * c.head_dim, c.n_ff});
   size_t bp = 0;
-  for (auto [rows, cols] : {std::pair{c.n_head * c.head_dim, c.n_embd}, {c.n_head_kv * c.head_dim, c.n_embd},
-                            {c.n_embd, c.n_head * c.head_dim}, {c.n_ff, c.n_embd}, {c.n_embd, c.n_ff},
+  for (auto [rows, cols] : {std::pair{(c.n_head + 2 * c.n_head_kv) * c.head_dim, c.n_embd},
+                            {c.n_embd, c.n_head * c.head_dim}, {2 * c.n_ff, c.n_embd}, {c.n_embd, c.n_ff},
                             {std::min(lm_tile, c.n_vocab), c.n_embd}})
     bp = std::max(bp, ops::panel_floats(rows, cols));
   return {n * 4,
@@ -115,11 +115,15 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
     // Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
     ops::rms_norm(ctx_, x_, L.attn_norm, xn_, n, c.n_embd, c.rms_eps);           // xn  [n][n_embd]
     pack_input(xn_, n, c.n_embd);
-    project(L.wq, xn_, n, qkv_, qkv_ld_, 0, false);                              // q   [n][q_dim]
-    project(L.wk, xn_, n, qkv_, qkv_ld_, q_dim, false);                          // k   [n][kv_dim]
-    project(L.wv, xn_, n, qkv_, qkv_ld_, q_dim + kv_dim, false);                 // v   [n][kv_dim]
-    ops::rope(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, c.n_rot, pos_, n, c.rope_theta);
-    ops::rope(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, c.n_rot, pos_, n, c.rope_theta);
+    if (L.qkv_fused()) {
+      project(L.wqkv, xn_, n, qkv_, qkv_ld_, 0, false);                          // q|k|v [n][qkv_ld]
+    } else {
+      project(L.wq, xn_, n, qkv_, qkv_ld_, 0, false);                            // q   [n][q_dim]
+      project(L.wk, xn_, n, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
+      project(L.wv, xn_, n, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
+    }
+    // q heads and k heads are adjacent in a row, so one launch rotates both.
+    ops::rope(ctx_, qkv_, qkv_ld_, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot, pos_, n, c.rope_theta);
     ops::kv_store(ctx_, qkv_, qkv_ld_, q_dim, q_dim + kv_dim, c.n_head_kv, c.head_dim, kv_.keys(l), kv_.values(l),
                   kv_.capacity(), n_past, n);
     ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
@@ -132,8 +136,12 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
     // Feed-forward block: x += W_down · (silu(W_gate·xn) * (W_up·xn))
     ops::rms_norm(ctx_, x_, L.ffn_norm, xn_, n, c.n_embd, c.rms_eps);
     pack_input(xn_, n, c.n_embd);
-    project(L.w_gate, xn_, n, gu_, 2 * c.n_ff, 0, false);                        // gate [n][n_ff]
-    project(L.w_up, xn_, n, gu_, 2 * c.n_ff, c.n_ff, false);                     // up   [n][n_ff]
+    if (L.gate_up_fused()) {
+      project(L.w_gate_up, xn_, n, gu_, 2 * c.n_ff, 0, false);                   // gate|up [n][2 n_ff]
+    } else {
+      project(L.w_gate, xn_, n, gu_, 2 * c.n_ff, 0, false);                      // gate [n][n_ff]
+      project(L.w_up, xn_, n, gu_, 2 * c.n_ff, c.n_ff, false);                   // up   [n][n_ff]
+    }
     ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                     // act  [n][n_ff]
     pack_input(act_, n, c.n_ff);
     project(L.w_down, act_, n, x_, c.n_embd, 0, true);                           // x  += act Wd^T

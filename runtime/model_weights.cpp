@@ -8,18 +8,39 @@
 namespace infinipot {
 namespace {
 
-ops::DeviceWeight upload_matrix(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t) {
+// Uploads the row-wise concatenation of tensors sharing type and row length.
+ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
+                              const std::vector<const gguf::TensorInfo*>& parts, const std::string& label) {
+  const gguf::TensorInfo& t0 = *parts.front();
   ops::DeviceWeight w;
-  w.type = t.type;
-  w.cols = static_cast<int>(t.shape.at(0));
-  w.rows = static_cast<int>(t.rows());
-  w.row_bytes = static_cast<int>(quant::row_bytes(t.type, w.cols));
-  if (w.cols % 8 != 0)
-    throw cl::ClError("tensor '" + t.name + "': row length " + std::to_string(w.cols) +
-                      " is not a multiple of 8, which the device kernels need");
-  w.buf = ctx.memory().alloc(cl::MemCategory::Weights, t.n_bytes, t.name);
-  ctx.write(w.buf, file.tensor_data(t), t.n_bytes);
+  w.type = t0.type;
+  w.cols = static_cast<int>(t0.shape.at(0));
+  w.row_bytes = static_cast<int>(quant::row_bytes(t0.type, w.cols));
+  if (w.cols % 32 != 0)
+    throw cl::ClError("tensor '" + t0.name + "': row length " + std::to_string(w.cols) +
+                      " is not a multiple of 32, which the device kernels need");
+  uint64_t bytes = 0;
+  for (const auto* t : parts) {
+    w.rows += static_cast<int>(t->rows());
+    bytes += t->n_bytes;
+  }
+  w.buf = ctx.memory().alloc(cl::MemCategory::Weights, bytes, label);
+  uint64_t offset = 0;
+  for (const auto* t : parts) {
+    ctx.write(w.buf, file.tensor_data(*t), t->n_bytes, offset);
+    offset += t->n_bytes;
+  }
   return w;
+}
+
+ops::DeviceWeight upload_matrix(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t) {
+  return upload_rows(ctx, file, {&t}, t.name);
+}
+
+bool fusable(const std::vector<const gguf::TensorInfo*>& parts) {
+  for (const auto* t : parts)
+    if (t->type != parts[0]->type || t->shape.at(0) != parts[0]->shape.at(0)) return false;
+  return true;
 }
 
 cl::Buffer upload_f32(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t) {
@@ -55,13 +76,22 @@ DeviceModel upload_model(cl::Context& ctx, const gguf::GgufFile& file, const Lla
   for (const auto& l : table.layers) {
     DeviceLayer d;
     d.attn_norm = upload_f32(ctx, file, *l.attn_norm);
-    d.wq = upload_matrix(ctx, file, *l.wq);
-    d.wk = upload_matrix(ctx, file, *l.wk);
-    d.wv = upload_matrix(ctx, file, *l.wv);
+    const std::string blk = "blk." + std::to_string(m.layers.size());
+    if (fusable({l.wq, l.wk, l.wv})) {
+      d.wqkv = upload_rows(ctx, file, {l.wq, l.wk, l.wv}, blk + ".attn_qkv");
+    } else {
+      d.wq = upload_matrix(ctx, file, *l.wq);
+      d.wk = upload_matrix(ctx, file, *l.wk);
+      d.wv = upload_matrix(ctx, file, *l.wv);
+    }
     d.wo = upload_matrix(ctx, file, *l.wo);
     d.ffn_norm = upload_f32(ctx, file, *l.ffn_norm);
-    d.w_gate = upload_matrix(ctx, file, *l.w_gate);
-    d.w_up = upload_matrix(ctx, file, *l.w_up);
+    if (fusable({l.w_gate, l.w_up})) {
+      d.w_gate_up = upload_rows(ctx, file, {l.w_gate, l.w_up}, blk + ".ffn_gate_up");
+    } else {
+      d.w_gate = upload_matrix(ctx, file, *l.w_gate);
+      d.w_up = upload_matrix(ctx, file, *l.w_up);
+    }
     d.w_down = upload_matrix(ctx, file, *l.w_down);
     m.layers.push_back(std::move(d));
   }

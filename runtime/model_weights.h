@@ -10,16 +10,22 @@
 
 namespace infinipot {
 
+// Projections that read the same input are fused into one matrix when their encodings
+// match (the usual case), so decode and prefill launch one kernel instead of three / two.
 struct DeviceLayer {
-  cl::Buffer attn_norm;     // [n_embd] float
-  ops::DeviceWeight wq;     // [n_head*head_dim rows][n_embd]
-  ops::DeviceWeight wk;     // [n_head_kv*head_dim rows][n_embd]
-  ops::DeviceWeight wv;     // [n_head_kv*head_dim rows][n_embd]
-  ops::DeviceWeight wo;     // [n_embd rows][n_head*head_dim]
-  cl::Buffer ffn_norm;      // [n_embd] float
-  ops::DeviceWeight w_gate; // [n_ff rows][n_embd]
-  ops::DeviceWeight w_up;   // [n_ff rows][n_embd]
-  ops::DeviceWeight w_down; // [n_embd rows][n_ff]
+  cl::Buffer attn_norm;       // [n_embd] float
+  ops::DeviceWeight wqkv;     // [(n_head + 2 n_head_kv)*head_dim rows][n_embd]  q | k | v rows, if fused
+  ops::DeviceWeight wq;       // [n_head*head_dim rows][n_embd]       (only when not fused)
+  ops::DeviceWeight wk;       // [n_head_kv*head_dim rows][n_embd]    (only when not fused)
+  ops::DeviceWeight wv;       // [n_head_kv*head_dim rows][n_embd]    (only when not fused)
+  ops::DeviceWeight wo;       // [n_embd rows][n_head*head_dim]
+  cl::Buffer ffn_norm;        // [n_embd] float
+  ops::DeviceWeight w_gate_up;  // [2*n_ff rows][n_embd]  gate | up rows, if fused
+  ops::DeviceWeight w_gate;   // [n_ff rows][n_embd]      (only when not fused)
+  ops::DeviceWeight w_up;     // [n_ff rows][n_embd]      (only when not fused)
+  ops::DeviceWeight w_down;   // [n_embd rows][n_ff]
+  bool qkv_fused() const { return static_cast<bool>(wqkv.buf); }
+  bool gate_up_fused() const { return static_cast<bool>(w_gate_up.buf); }
 };
 
 struct DeviceModel {

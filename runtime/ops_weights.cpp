@@ -38,15 +38,17 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
 void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
             size_t y_offset) {
   require(n_rows >= 1 && n_rows <= 4, "matvec handles 1..4 rows");
-  require(W.cols % 8 == 0, "matvec: K must be a multiple of 8");
+  require(W.cols % 32 == 0, "matvec: K must be a multiple of 32");
   require(x.bytes() >= size_t(n_rows) * W.cols * 4, "matvec: input too small");
   require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec: output too small");
   std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
   const int local = c.tuning().matvec_local;
+  constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl
   auto k = c.kernel("quant_formats.cl+matvec.cl", "matvec", opts);
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy);
-  if (local > 1) k.launch(c.queue(), {size_t(W.rows)}, {size_t(local)});
-  else k.launch(c.queue(), {size_t(W.rows)});
+  const size_t items = (W.rows + kRowsPerItem - 1) / kRowsPerItem;
+  if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
+  else k.launch(c.queue(), {items, size_t(n_rows)});
 }
 
 static void dequant_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp, size_t offset) {
