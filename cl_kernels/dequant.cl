@@ -17,9 +17,11 @@ __kernel void dequant_to_panels(__global const uchar* W, const int row_bytes, co
 }
 
 // Plain row-major dequantization (tests, CPU-side references, F32 copies).
-__kernel void dequant_rows(__global const uchar* W, const int row_bytes, const int K, __global float* out) {
+// Rows row0 .. row0 + get_global_size(1) - 1 of W to out[0 ..].
+__kernel void dequant_rows(__global const uchar* W, const int row_bytes, const int row0, const int K,
+                           __global float* out) {
   const int g = get_global_id(0);
   const int o = get_global_id(1);
   if (g * 8 >= K) return;
-  vstore8(load8(W + (size_t)o * row_bytes, g * 8), 0, out + (size_t)o * K + g * 8);
+  vstore8(load8(W + (size_t)(row0 + o) * row_bytes, g * 8), 0, out + (size_t)o * K + g * 8);
 }

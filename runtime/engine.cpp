@@ -25,7 +25,7 @@ void Engine::prepare(int kv_capacity) {
   chunk_ = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
   chunk_ = std::max(1, std::min(chunk_, kv_capacity));
 
-  cl::MemoryPlan plan = Forward::plan(cfg_, chunk_);
+  cl::MemoryPlan plan = Forward::plan(cfg_, chunk_, ctx_->tuning().gemm_backend);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
   plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity);
   const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1);

@@ -14,17 +14,19 @@ namespace {
 constexpr int kMatvecMaxRows = 4;  // below this many rows, read quantized weights directly
 
 struct Sizes {
-  size_t ids, x, qkv, attn, lse, gu, act, ap, bp, logits;
+  size_t ids, x, qkv, attn, lse, gu, act, logits;
+  int widest_in;            // widest GEMM input
+  size_t largest_weight;    // floats of the largest dequantized weight (or LM-head tile)
 };
 
 Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
   const size_t n = chunk, qkv_ld = size_t(c.n_head + 2 * c.n_head_kv) * c.head_dim;
   const int widest_in = std::max({c.n_embd, c.n_head * c.head_dim, c.n_ff});
-  size_t bp = 0;
+  size_t w = 0;
   for (auto [rows, cols] : {std::pair{(c.n_head + 2 * c.n_head_kv) * c.head_dim, c.n_embd},
                             {c.n_embd, c.n_head * c.head_dim}, {2 * c.n_ff, c.n_embd}, {c.n_embd, c.n_ff},
                             {std::min(lm_tile, c.n_vocab), c.n_embd}})
-    bp = std::max(bp, ops::panel_floats(rows, cols));
+    w = std::max(w, ops::panel_floats(rows, cols));
   return {n * 4,
           n * c.n_embd * 4,
           n * qkv_ld * 4,
@@ -32,24 +34,25 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
           n * c.n_head * 4,
           n * 2 * c.n_ff * 4,
           n * c.n_ff * 4,
-          ops::packed_a_floats(chunk, widest_in) * 4,
-          bp * 4,
-          std::max<size_t>(c.n_vocab, n * std::min(lm_tile, c.n_vocab)) * 4};
+          std::max<size_t>(c.n_vocab, n * std::min(lm_tile, c.n_vocab)) * 4,
+          widest_in,
+          w};
 }
 
 }  // namespace
 
-cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, int lm_tile) {
+cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, int lm_tile) {
   Sizes s = sizes(cfg, max_chunk, lm_tile);
-  cl::MemoryPlan p;
+  cl::MemoryPlan p = GemmLayer::plan(gemm_backend, max_chunk, s.widest_in, s.largest_weight);
   p[cl::MemCategory::Activations] = 2 * s.ids + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids;
-  p[cl::MemCategory::Gemm] = s.ap + s.bp;
   p[cl::MemCategory::Scratch] = s.logits;
   return p;
 }
 
 Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile)
-    : ctx_(ctx), m_(model), kv_(kv), max_chunk_(max_chunk), lm_tile_(std::min(lm_tile, model.cfg.n_vocab)) {
+    : ctx_(ctx), m_(model), kv_(kv), max_chunk_(max_chunk), lm_tile_(std::min(lm_tile, model.cfg.n_vocab)),
+      gemm_(ctx, ctx.tuning().gemm_backend, max_chunk, sizes(model.cfg, max_chunk, lm_tile_).widest_in,
+            sizes(model.cfg, max_chunk, lm_tile_).largest_weight) {
   const LlamaConfig& c = m_.cfg;
   qkv_ld_ = (c.n_head + 2 * c.n_head_kv) * c.head_dim;
   Sizes s = sizes(c, max_chunk, lm_tile_);
@@ -68,23 +71,18 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   ce_s_ = mem.alloc(MemCategory::Activations, s.ids, "ce_sum");
   ce_t_ = mem.alloc(MemCategory::Activations, s.ids, "ce_target_logit");
   targets_ = mem.alloc(MemCategory::Activations, s.ids, "ce_targets");
-  ap_ = mem.alloc(MemCategory::Gemm, s.ap, "gemm.packed_a");
-  bp_ = mem.alloc(MemCategory::Gemm, s.bp, "gemm.packed_b");
   logits_ = mem.alloc(MemCategory::Scratch, s.logits, "logits");
 }
 
-void Forward::pack_input(const cl::Buffer& in, int n, int k) {
-  if (n > kMatvecMaxRows) ops::pack_a(ctx_, in, n, k, k, ap_);
+void Forward::set_input(const cl::Buffer& in, int n, int k) {
+  input_ = &in;
+  input_rows_ = n;
+  if (n > kMatvecMaxRows) gemm_.set_input(in, n, k);
 }
 
-void Forward::project(const ops::DeviceWeight& W, const cl::Buffer& in, int n, cl::Buffer& out, int ldo, int col,
-                      bool accumulate) {
-  if (n <= kMatvecMaxRows) {
-    ops::matvec(ctx_, W, in, n, out, ldo, accumulate, col);
-  } else {
-    ops::dequant_to_panels(ctx_, W, bp_);
-    ops::gemm_packed(ctx_, n, W.rows, W.cols, ap_, bp_, out, ldo, accumulate, col);
-  }
+void Forward::project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
+  if (input_rows_ <= kMatvecMaxRows) ops::matvec(ctx_, W, *input_, input_rows_, out, ldo, accumulate, col);
+  else gemm_.multiply(W, out, ldo, col, accumulate);
 }
 
 void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) {
@@ -114,13 +112,13 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
     const DeviceLayer& L = m_.layers[l];
     // Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
     ops::rms_norm(ctx_, x_, L.attn_norm, xn_, n, c.n_embd, c.rms_eps);           // xn  [n][n_embd]
-    pack_input(xn_, n, c.n_embd);
+    set_input(xn_, n, c.n_embd);
     if (L.qkv_fused()) {
-      project(L.wqkv, xn_, n, qkv_, qkv_ld_, 0, false);                          // q|k|v [n][qkv_ld]
+      project(L.wqkv, qkv_, qkv_ld_, 0, false);                          // q|k|v [n][qkv_ld]
     } else {
-      project(L.wq, xn_, n, qkv_, qkv_ld_, 0, false);                            // q   [n][q_dim]
-      project(L.wk, xn_, n, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
-      project(L.wv, xn_, n, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
+      project(L.wq, qkv_, qkv_ld_, 0, false);                            // q   [n][q_dim]
+      project(L.wk, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
+      project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
     }
     // q heads and k heads are adjacent in a row, so one launch rotates both.
     ops::rope(ctx_, qkv_, qkv_ld_, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot, pos_, n, c.rope_theta);
@@ -130,21 +128,21 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
     if (opts.mass)
       ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, opts.mass_from_row, n, lse_, *opts.mass,
                           size_t(l) * c.n_head_kv * kv_.capacity());
-    pack_input(attn_, n, q_dim);
-    project(L.wo, attn_, n, x_, c.n_embd, 0, true);                              // x  += attn Wo^T
+    set_input(attn_, n, q_dim);
+    project(L.wo, x_, c.n_embd, 0, true);                              // x  += attn Wo^T
 
     // Feed-forward block: x += W_down · (silu(W_gate·xn) * (W_up·xn))
     ops::rms_norm(ctx_, x_, L.ffn_norm, xn_, n, c.n_embd, c.rms_eps);
-    pack_input(xn_, n, c.n_embd);
+    set_input(xn_, n, c.n_embd);
     if (L.gate_up_fused()) {
-      project(L.w_gate_up, xn_, n, gu_, 2 * c.n_ff, 0, false);                   // gate|up [n][2 n_ff]
+      project(L.w_gate_up, gu_, 2 * c.n_ff, 0, false);                   // gate|up [n][2 n_ff]
     } else {
-      project(L.w_gate, xn_, n, gu_, 2 * c.n_ff, 0, false);                      // gate [n][n_ff]
-      project(L.w_up, xn_, n, gu_, 2 * c.n_ff, c.n_ff, false);                   // up   [n][n_ff]
+      project(L.w_gate, gu_, 2 * c.n_ff, 0, false);                      // gate [n][n_ff]
+      project(L.w_up, gu_, 2 * c.n_ff, c.n_ff, false);                   // up   [n][n_ff]
     }
     ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                     // act  [n][n_ff]
-    pack_input(act_, n, c.n_ff);
-    project(L.w_down, act_, n, x_, c.n_embd, 0, true);                           // x  += act Wd^T
+    set_input(act_, n, c.n_ff);
+    project(L.w_down, x_, c.n_embd, 0, true);                           // x  += act Wd^T
   }
   // Final norm of every row: the LM head reads xn.
   ops::rms_norm(ctx_, x_, m_.output_norm, xn_, n, c.n_embd, c.rms_eps);
@@ -170,12 +168,11 @@ std::vector<float> Forward::token_nll(const std::vector<TokenId>& targets) {
   if (static_cast<int>(targets.size()) != n) throw cl::ClError("token_nll: need one target per evaluated row");
   ctx_.write(targets_, targets.data(), n * sizeof(int));
   ops::ce_init(ctx_, ce_m_, ce_s_, ce_t_, n);
-  ops::pack_a(ctx_, xn_, n, c.n_embd, c.n_embd, ap_);
+  gemm_.set_input(xn_, n, c.n_embd);
   const ops::DeviceWeight& head = m_.lm_head();
   for (int v0 = 0; v0 < c.n_vocab; v0 += lm_tile_) {
     const int tile = std::min(lm_tile_, c.n_vocab - v0);
-    ops::dequant_rows_to_panels(ctx_, head, v0, tile, bp_);                      // W[v0:v0+tile] panels
-    ops::gemm_packed(ctx_, n, tile, c.n_embd, ap_, bp_, logits_, tile, false);   // logits tile [n][tile]
+    gemm_.multiply_rows(head, v0, tile, logits_, false);                         // logits tile [n][tile]
     ops::ce_update(ctx_, logits_, n, tile, v0, targets_, ce_m_, ce_s_, ce_t_);
   }
   std::vector<float> m(n), s(n), t(n), nll(n);

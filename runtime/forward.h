@@ -6,6 +6,7 @@
 #include "model_loader/tokenizer.h"
 #include "pot/kv_store.h"
 #include "runtime/context.h"
+#include "runtime/gemm_layer.h"
 #include "runtime/model_weights.h"
 
 namespace infinipot {
@@ -23,7 +24,8 @@ class Forward {
   // cross-entropy tile.
   Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile = 4096);
   // Device bytes the forward pass allocates (activations + scratch) for a memory plan.
-  static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, int lm_tile = 4096);
+  static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend,
+                             int lm_tile = 4096);
 
   // Runs tokens at positions kv.next_position() ..; n <= max_chunk and must fit in the KV store.
   void eval(const std::vector<TokenId>& tokens, const EvalOptions& opts = {});
@@ -35,10 +37,11 @@ class Forward {
   int max_chunk() const { return max_chunk_; }
 
  private:
-  // out[:, col .. col+W.rows) (+)= in[n][W.cols] W^T; in must already be packed when n > 4.
-  void project(const ops::DeviceWeight& W, const cl::Buffer& in, int n, cl::Buffer& out, int ldo, int col,
-               bool accumulate);
-  void pack_input(const cl::Buffer& in, int n, int k);
+  // Projections of one input: set_input once, then project() per weight matrix:
+  // out[:, col .. col+W.rows) (+)= in[n][W.cols] W^T. Few rows (decode) read the quantized
+  // weights directly (matvec); more go through the GEMM layer.
+  void set_input(const cl::Buffer& in, int n, int k);
+  void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
 
   cl::Context& ctx_;
   const DeviceModel& m_;
@@ -57,8 +60,9 @@ class Forward {
   cl::Buffer lse_;   // [max_chunk][n_head]
   cl::Buffer gu_;    // [max_chunk][2*n_ff]   gate | up
   cl::Buffer act_;   // [max_chunk][n_ff]
-  cl::Buffer ap_;    // packed A panels: [pad8(max_chunk)][max(n_embd, n_head*head_dim, n_ff)]
-  cl::Buffer bp_;    // packed weight panels of the largest matrix or LM tile
+  GemmLayer gemm_;   // prefill products (its buffers: category gemm)
+  const cl::Buffer* input_ = nullptr;
+  int input_rows_ = 0;
   cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile
   cl::Buffer ce_m_, ce_s_, ce_t_, targets_;  // [max_chunk] each
 };

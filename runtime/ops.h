@@ -33,6 +33,8 @@ void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t bp_
 void dequant_rows_to_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp);
 // dequant.cl: out = W as row-major floats                    out: [W.rows][W.cols]
 void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out);
+// dequant.cl: rows [row0, row0 + n_rows) of W as row-major floats   out: [n_rows][W.cols]
+void dequant_row_range(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& out);
 size_t panel_floats(int rows, int cols);  // floats dequant_to_panels writes
 size_t packed_a_floats(int m, int k);     // floats pack_a writes
 

@@ -69,12 +69,15 @@ void dequant_rows_to_panels(Context& c, const DeviceWeight& W, int row0, int n_r
   dequant_panels(c, W, row0, n_rows, Bp, 0);
 }
 
-void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out) {
+void dequant_row_range(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& out) {
   require(W.cols % 8 == 0, "dequant: K must be a multiple of 8");
-  require(out.bytes() >= size_t(W.rows) * W.cols * 4, "dequant_rows: output too small");
+  require(row0 >= 0 && n_rows > 0 && row0 + n_rows <= W.rows, "dequant: row range outside the matrix");
+  require(out.bytes() >= size_t(n_rows) * W.cols * 4, "dequant_rows: output too small");
   c.kernel("quant_formats.cl+dequant.cl", "dequant_rows", wtype_option(W.type))
-      .args(W.buf, W.row_bytes, W.cols, out)
-      .launch(c.queue(), {size_t(W.cols / 8), size_t(W.rows)});
+      .args(W.buf, W.row_bytes, row0, W.cols, out)
+      .launch(c.queue(), {size_t(W.cols / 8), size_t(n_rows)});
 }
+
+void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out) { dequant_row_range(c, W, 0, W.rows, out); }
 
 }  // namespace infinipot::ops

@@ -43,6 +43,7 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
   t.attention_local = j.value("attention_local", t.attention_local);
   t.use_fp16 = j.value("use_fp16", t.use_fp16);
   t.prefill_chunk = j.value("prefill_chunk", t.prefill_chunk);
+  if (j.contains("clblast") && j["clblast"].is_object()) t.clblast = j["clblast"];
 }
 
 }  // namespace

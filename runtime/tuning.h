@@ -17,6 +17,7 @@ struct Tuning {
   int attention_local = 64;
   bool use_fp16 = false;               // requested; effective only with cl_khr_fp16
   int prefill_chunk = 512;             // tokens per prefill step
+  nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };

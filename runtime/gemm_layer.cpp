@@ -1,0 +1,91 @@
+#include "runtime/gemm_layer.h"
+
+#include <clblast.h>
+
+#include "runtime/cl_error.h"
+
+namespace infinipot {
+namespace {
+
+void apply_clblast_overrides(cl::Context& ctx) {
+  // platforms/tuning.json: "clblast": {"Xgemm": {"MWG": 64, ...}, ...} for this device.
+  for (auto it = ctx.tuning().clblast.begin(); it != ctx.tuning().clblast.end(); ++it) {
+    std::unordered_map<std::string, size_t> params;
+    for (auto p = it.value().begin(); p != it.value().end(); ++p) params[p.key()] = p.value().get<size_t>();
+    auto status = clblast::OverrideParameters(ctx.device().id, it.key(), clblast::Precision::kSingle, params);
+    if (status != clblast::StatusCode::kSuccess)
+      throw cl::ClError("clblast::OverrideParameters(" + it.key() + ") from platforms/tuning.json failed with status " +
+                        std::to_string(static_cast<int>(status)));
+  }
+}
+
+}  // namespace
+
+cl::MemoryPlan GemmLayer::plan(const std::string& backend, int max_rows, int max_k, size_t max_weight_floats) {
+  cl::MemoryPlan p;
+  p[cl::MemCategory::Gemm] = max_weight_floats * 4 + (backend == "packed" ? ops::packed_a_floats(max_rows, max_k) * 4 : 0);
+  return p;
+}
+
+GemmLayer::GemmLayer(cl::Context& ctx, const std::string& backend, int max_rows, int max_k, size_t max_weight_floats)
+    : ctx_(ctx), backend_(backend) {
+  if (backend != "packed" && backend != "clblast")
+    throw cl::ClError("unknown GEMM backend '" + backend + "' (expected packed or clblast)");
+  if (backend == "packed")
+    packed_a_ = ctx.memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(max_rows, max_k) * 4, "gemm.packed_a");
+  else
+    apply_clblast_overrides(ctx);
+  weights_ = ctx.memory().alloc(cl::MemCategory::Gemm, max_weight_floats * 4, "gemm.weights_f32");
+}
+
+void GemmLayer::set_input(const cl::Buffer& in, int n, int k) {
+  input_ = &in;
+  in_rows_ = n;
+  in_k_ = k;
+  if (backend_ == "packed") ops::pack_a(ctx_, in, n, k, k, packed_a_);
+}
+
+void GemmLayer::multiply(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
+  if (!input_ || W.cols != in_k_) throw cl::ClError("GemmLayer::multiply: input width does not match the weight");
+  if (backend_ == "packed") {
+    ops::dequant_to_panels(ctx_, W, weights_);
+    ops::gemm_packed(ctx_, in_rows_, W.rows, W.cols, packed_a_, weights_, out, ldo, accumulate, col);
+  } else {
+    ops::dequant_rows(ctx_, W, weights_);
+    run_clblast(in_rows_, W.rows, W.cols, out, ldo, col, accumulate);
+  }
+}
+
+void GemmLayer::multiply_rows(const ops::DeviceWeight& W, int row0, int n_rows, cl::Buffer& out, bool accumulate) {
+  if (!input_ || W.cols != in_k_) throw cl::ClError("GemmLayer::multiply_rows: input width does not match the weight");
+  if (backend_ == "packed") {
+    ops::dequant_rows_to_panels(ctx_, W, row0, n_rows, weights_);
+    ops::gemm_packed(ctx_, in_rows_, n_rows, W.cols, packed_a_, weights_, out, n_rows, accumulate, 0);
+  } else {
+    ops::dequant_row_range(ctx_, W, row0, n_rows, weights_);
+    run_clblast(in_rows_, n_rows, W.cols, out, n_rows, 0, accumulate);
+  }
+}
+
+void GemmLayer::run_clblast(int m, int n, int k, cl::Buffer& out, int ldo, int col, bool accumulate) {
+  using clblast::Layout;
+  using clblast::Transpose;
+  size_t temp_bytes = 0;
+  cl_command_queue q = ctx_.queue();
+  auto status = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, Transpose::kNo, Transpose::kYes, m, n, k, 0, k,
+                                                   0, k, col, ldo, &q, temp_bytes);
+  if (status != clblast::StatusCode::kSuccess)
+    throw cl::ClError("clblast::GemmTempBufferSize failed with status " + std::to_string(static_cast<int>(status)));
+  if (temp_bytes > temp_.bytes()) {
+    temp_ = cl::Buffer();
+    temp_ = ctx_.memory().alloc(cl::MemCategory::Gemm, temp_bytes, "gemm.clblast_temp");
+  }
+  status = clblast::Gemm<float>(Layout::kRowMajor, Transpose::kNo, Transpose::kYes, m, n, k, 1.0f, input_->get(), 0, k,
+                                weights_.get(), 0, k, accumulate ? 1.0f : 0.0f, out.get(), col, ldo, &q, nullptr,
+                                temp_bytes ? temp_.get() : nullptr);
+  if (status != clblast::StatusCode::kSuccess)
+    throw cl::ClError("clblast::Gemm (" + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                      ") failed with status " + std::to_string(static_cast<int>(status)));
+}
+
+}  // namespace infinipot

@@ -1,0 +1,41 @@
+// The one GEMM layer prefill goes through: out[:, col ..] (+)= in[n][K] · W^T for a weight
+// matrix in its GGUF encoding. Two backends, chosen per platform in platforms/tuning.json
+// by measured speed (bench/bench_infinipot --gemm prints both):
+//   packed : dequantize W into 16-wide panels, pack `in` into 8-row panels, gemm.cl
+//   clblast: dequantize W row-major, CLBlast SGEMM (per-device parameters from
+//            platforms/ applied with clblast::OverrideParameters); its temporary buffer comes
+//            from our allocator, so the budget stays exact.
+#pragma once
+#include <string>
+#include "runtime/context.h"
+#include "runtime/ops.h"
+
+namespace infinipot {
+
+class GemmLayer {
+ public:
+  // max_rows: most input rows; max_k: widest input; max_panel_floats: largest dequantized W.
+  GemmLayer(cl::Context& ctx, const std::string& backend, int max_rows, int max_k, size_t max_weight_floats);
+  static cl::MemoryPlan plan(const std::string& backend, int max_rows, int max_k, size_t max_weight_floats);
+
+  const std::string& backend() const { return backend_; }
+  // Prepares an input once for several products that read it (packs it for `packed`).
+  void set_input(const cl::Buffer& in, int n, int k);
+  // out[r][col + o] (+)= sum_k in[r][k] W[o][k] for the input given to set_input.
+  void multiply(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
+  // Same for rows [row0, row0 + n_rows) of W only (LM-head tiles); out has ldo = n_rows.
+  void multiply_rows(const ops::DeviceWeight& W, int row0, int n_rows, cl::Buffer& out, bool accumulate);
+
+ private:
+  void run_clblast(int m, int n, int k, cl::Buffer& out, int ldo, int col, bool accumulate);
+
+  cl::Context& ctx_;
+  std::string backend_;
+  const cl::Buffer* input_ = nullptr;
+  int in_rows_ = 0, in_k_ = 0;
+  cl::Buffer packed_a_;  // packed: [pad8(max_rows)][max_k]
+  cl::Buffer weights_;   // packed: [pad16(rows)][K] panels; clblast: [rows][K] row-major
+  cl::Buffer temp_;      // clblast's temporary buffer (grown on demand, through the allocator)
+};
+
+}  // namespace infinipot
