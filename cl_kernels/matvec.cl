@@ -1,6 +1,6 @@
 // Quantized matrix-vector products for decode (needs quant_formats.cl).
 //   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
-//   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 32)
+//   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 8; of 32 for block formats)
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading x
 // once per block for all of them. ACCUM (-D): add into y (fused residual add).
 #define ROWS 4
@@ -19,6 +19,11 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
     const float16 xh = vload16(1, xr + b * 32);
     for (int i = 0; i < ROWS; ++i)
       if (i < nr) acc[i] = block_fma(w0 + (size_t)i * row_bytes, b, xl, xh, acc[i]);
+  }
+  // Tail of F32/F16 rows whose length is not a multiple of 32 (block formats have none).
+  for (int k = (K / 32) * 32; k < K; k += 8) {
+    const float8 xv = vload8(0, xr + k);
+    for (int i = 0; i < nr; ++i) acc[i].lo = fma(load8(w0 + (size_t)i * row_bytes, k), xv, acc[i].lo);
   }
   for (int i = 0; i < nr; ++i) {
     const float8 a8 = acc[i].lo + acc[i].hi;

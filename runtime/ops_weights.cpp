@@ -38,7 +38,7 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
 void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
             size_t y_offset) {
   require(n_rows >= 1 && n_rows <= 4, "matvec handles 1..4 rows");
-  require(W.cols % 32 == 0, "matvec: K must be a multiple of 32");
+  require(W.cols % 8 == 0, "matvec: K must be a multiple of 8");
   require(x.bytes() >= size_t(n_rows) * W.cols * 4, "matvec: input too small");
   require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec: output too small");
   std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
