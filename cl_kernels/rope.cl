@@ -2,8 +2,25 @@
 // for pair i < n_rot/2 of a head, angle = pos * theta_base^(-2i/n_rot),
 //   (x[2i], x[2i+1]) <- (x[2i] cos - x[2i+1] sin, x[2i] sin + x[2i+1] cos)
 
-// In place on rows of a fused projection buffer:
-//   buf: [n_tokens][ld] float, heads at columns col0 + h*head_dim   pos: [n_tokens] int
+// In place on rows of a fused projection buffer, with the angles precomputed once per chunk
+// (the same table serves every layer):
+//   buf: [n_tokens][ld] float, heads at columns col0 + h*head_dim
+//   cs:  [n_tokens][n_rot/2] float2 (cos, sin) of pos[t] * theta_base^(-2i/n_rot)
+__kernel void rope_table(__global float* buf, const int ld, const int col0, const int head_dim, const int n_rot,
+                         __global const float2* cs) {
+  const int i = get_global_id(0);  // pair
+  const int h = get_global_id(1);
+  const int t = get_global_id(2);
+  if (2 * i >= n_rot) return;
+  const float2 r = cs[t * (n_rot / 2) + i];
+  __global float* x = buf + (size_t)t * ld + col0 + h * head_dim + 2 * i;
+  const float x0 = x[0], x1 = x[1];
+  x[0] = x0 * r.x - x1 * r.y;
+  x[1] = x0 * r.y + x1 * r.x;
+}
+
+// The same rotation computing its angles (tests; one-off use).
+//   pos: [n_tokens] int
 __kernel void rope(__global float* buf, const int ld, const int col0, const int head_dim, const int n_rot,
                    __global const int* pos, const float theta_base) {
   const int i = get_global_id(0);  // pair

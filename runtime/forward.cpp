@@ -44,7 +44,7 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
 cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, int lm_tile) {
   Sizes s = sizes(cfg, max_chunk, lm_tile);
   cl::MemoryPlan p = GemmLayer::plan(gemm_backend, max_chunk, s.widest_in, s.largest_weight);
-  p[cl::MemCategory::Activations] = 2 * s.ids + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids;
+  p[cl::MemCategory::Activations] = s.ids * (1 + cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids;
   p[cl::MemCategory::Scratch] = s.logits;
   return p;
 }
@@ -59,7 +59,7 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   auto& mem = ctx.memory();
   using cl::MemCategory;
   ids_ = mem.alloc(MemCategory::Activations, s.ids, "ids");
-  pos_ = mem.alloc(MemCategory::Activations, s.ids, "positions");
+  pos_ = mem.alloc(MemCategory::Activations, s.ids * c.n_rot, "rope_angles");
   x_ = mem.alloc(MemCategory::Activations, s.x, "x");
   xn_ = mem.alloc(MemCategory::Activations, s.x, "x_norm");
   qkv_ = mem.alloc(MemCategory::Activations, s.qkv, "qkv");
@@ -100,7 +100,8 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
   std::vector<int> pos(n);
   std::iota(pos.begin(), pos.end(), kv_.next_position());
   ctx_.write(ids_, tokens.data(), n * sizeof(int));
-  ctx_.write(pos_, pos.data(), n * sizeof(int));
+  const std::vector<float> angles = ops::rope_angles(pos, c.n_rot, c.rope_theta);
+  ctx_.write(pos_, angles.data(), angles.size() * sizeof(float));
 
   const int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
   const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv_.capacity()};
@@ -121,7 +122,7 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
       project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
     }
     // q heads and k heads are adjacent in a row, so one launch rotates both.
-    ops::rope(ctx_, qkv_, qkv_ld_, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot, pos_, n, c.rope_theta);
+    ops::rope_table(ctx_, qkv_, qkv_ld_, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot, pos_, n);
     ops::kv_store(ctx_, qkv_, qkv_ld_, q_dim, q_dim + kv_dim, c.n_head_kv, c.head_dim, kv_.keys(l), kv_.values(l),
                   kv_.capacity(), n_past, n);
     ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);

@@ -52,7 +52,7 @@ class Forward {
   int qkv_ld_ = 0;  // (n_head + 2 n_head_kv) * head_dim
 
   cl::Buffer ids_;   // [max_chunk] int
-  cl::Buffer pos_;   // [max_chunk] int
+  cl::Buffer pos_;   // [max_chunk][n_rot/2] float2: RoPE (cos, sin) of each token's position
   cl::Buffer x_;     // [max_chunk][n_embd]   residual stream
   cl::Buffer xn_;    // [max_chunk][n_embd]   normed input of a block; final norm output
   cl::Buffer qkv_;   // [max_chunk][qkv_ld]   q | k | v

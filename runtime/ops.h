@@ -3,6 +3,7 @@
 // Activations are row-major float: "[n][k]" means n rows of k floats.
 #pragma once
 #include <string>
+#include <vector>
 #include "model_loader/gguf.h"
 #include "runtime/context.h"
 
@@ -51,6 +52,11 @@ void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_r
 // rope.cl: rotate heads [col0 + h*head_dim] of buf rows       buf: [n_tokens][ld], pos: [n_tokens]
 void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& pos,
           int n_tokens, float theta);
+// rope.cl: same with a precomputed angle table      cs: [n_tokens][n_rot/2] (cos, sin) floats
+void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& cs,
+                int n_tokens);
+// Host side: the (cos, sin) table for positions pos[0..n) as rope_table reads it.
+std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta);
 // rope.cl: re-rotate cached keys by delta[h][slot]            k_cache: [n_heads][cap][head_dim]
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
                 int n_slots, float theta);

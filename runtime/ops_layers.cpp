@@ -21,6 +21,27 @@ void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, 
       .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
 }
 
+void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& cs,
+                int n_tokens) {
+  if (cs.bytes() < size_t(n_tokens) * n_rot * sizeof(float))
+    throw cl::ClError("invalid launch: rope_table angle table too small");
+  c.kernel("rope.cl", "rope_table")
+      .args(buf, ld, col0, head_dim, n_rot, cs)
+      .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
+}
+
+std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta) {
+  std::vector<float> cs(pos.size() * n_rot);
+  for (size_t t = 0; t < pos.size(); ++t)
+    for (int i = 0; i < n_rot / 2; ++i) {
+      // Double precision: the angle of a large position must not lose its fraction.
+      const double a = pos[t] * std::pow(double(theta), -2.0 * i / n_rot);
+      cs[t * n_rot + 2 * i] = static_cast<float>(std::cos(a));
+      cs[t * n_rot + 2 * i + 1] = static_cast<float>(std::sin(a));
+    }
+  return cs;
+}
+
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
                 int n_slots, float theta) {
   c.kernel("rope.cl", "rope_shift")
