@@ -19,6 +19,38 @@ __kernel void rope_table(__global float* buf, const int ld, const int col0, cons
   x[1] = x0 * r.y + x1 * r.x;
 }
 
+// rope_table for the q and k heads of a fused q|k|v row, which also stores the rotated keys
+// and the values of the chunk into the KV cache (one launch instead of two per layer):
+//   qkv:  [n_tokens][ld]: q heads 0..n_head-1, k heads n_head.., v at col v0 + g*head_dim
+//   k_cache, v_cache: [n_kv_heads][cap][head_dim]; token t goes to slot slot0 + t
+__kernel void rope_store_kv(__global float* qkv, const int ld, const int head_dim, const int n_rot,
+                            __global const float2* cs, const int n_head, const int v0,
+                            __global float* k_cache, __global float* v_cache, const int cap, const int slot0) {
+  const int i = get_global_id(0);  // pair, 0 .. head_dim/2 - 1
+  const int h = get_global_id(1);  // 0 .. n_head + n_kv_heads - 1
+  const int t = get_global_id(2);
+  if (2 * i >= head_dim) return;
+  __global float* x = qkv + (size_t)t * ld + h * head_dim + 2 * i;
+  float x0 = x[0], x1 = x[1];
+  if (2 * i < n_rot) {
+    const float2 r = cs[t * (n_rot / 2) + i];
+    const float y0 = x0 * r.x - x1 * r.y;
+    x1 = x0 * r.y + x1 * r.x;
+    x0 = y0;
+    x[0] = x0;
+    x[1] = x1;
+  }
+  if (h >= n_head) {
+    const int g = h - n_head;
+    const size_t dst = ((size_t)g * cap + slot0 + t) * head_dim + 2 * i;
+    k_cache[dst] = x0;
+    k_cache[dst + 1] = x1;
+    __global const float* v = qkv + (size_t)t * ld + v0 + g * head_dim + 2 * i;
+    v_cache[dst] = v[0];
+    v_cache[dst + 1] = v[1];
+  }
+}
+
 // The same rotation computing its angles (tests; one-off use).
 //   pos: [n_tokens] int
 __kernel void rope(__global float* buf, const int ld, const int col0, const int head_dim, const int n_rot,

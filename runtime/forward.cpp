@@ -121,10 +121,9 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
       project(L.wk, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
       project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
     }
-    // q heads and k heads are adjacent in a row, so one launch rotates both.
-    ops::rope_table(ctx_, qkv_, qkv_ld_, 0, c.n_head + c.n_head_kv, c.head_dim, c.n_rot, pos_, n);
-    ops::kv_store(ctx_, qkv_, qkv_ld_, q_dim, q_dim + kv_dim, c.n_head_kv, c.head_dim, kv_.keys(l), kv_.values(l),
-                  kv_.capacity(), n_past, n);
+    // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
+    ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos_, kv_.keys(l),
+                       kv_.values(l), kv_.capacity(), n_past, n);
     ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
     if (opts.mass)
       ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, opts.mass_from_row, n, lse_, *opts.mass,

@@ -55,6 +55,9 @@ void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, 
 // rope.cl: same with a precomputed angle table      cs: [n_tokens][n_rot/2] (cos, sin) floats
 void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& cs,
                 int n_tokens);
+// rope.cl: rotate the q and k heads of fused q|k|v rows and store k, v at slot0..  (one launch)
+void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot,
+                   const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens);
 // Host side: the (cos, sin) table for positions pos[0..n) as rope_table reads it.
 std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta);
 // rope.cl: re-rotate cached keys by delta[h][slot]            k_cache: [n_heads][cap][head_dim]

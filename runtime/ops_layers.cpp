@@ -30,6 +30,18 @@ void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head
       .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
 }
 
+void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot,
+                   const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens) {
+  if (slot0 < 0 || slot0 + n_tokens > cap)
+    throw cl::ClError("invalid launch: rope_store_kv slots " + std::to_string(slot0) + ".." +
+                      std::to_string(slot0 + n_tokens) + " exceed capacity " + std::to_string(cap));
+  if (head_dim % 2 || n_rot > head_dim) throw cl::ClError("invalid launch: rope_store_kv head_dim/n_rot");
+  const int v0 = (n_head + n_kv_heads) * head_dim;
+  c.kernel("rope.cl", "rope_store_kv")
+      .args(qkv, ld, head_dim, n_rot, cs, n_head, v0, k_cache, v_cache, cap, slot0)
+      .launch(c.queue(), {size_t(head_dim / 2), size_t(n_head + n_kv_heads), size_t(n_tokens)});
+}
+
 std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta) {
   std::vector<float> cs(pos.size() * n_rot);
   for (size_t t = 0; t < pos.size(); ++t)
