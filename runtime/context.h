@@ -23,6 +23,9 @@ class Context {
   explicit Context(const ContextOptions& opts);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
+  // Drain queued work first: a PoCL worker still compiling a kernel when exit() runs static
+  // destructors crashes the process (seen after a kernel build error aborted a run).
+  ~Context() { if (queue_) clFinish(queue_.get()); }
 
   const DeviceInfo& device() const { return device_; }
   const Tuning& tuning() const { return tuning_; }
