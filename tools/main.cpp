@@ -1,6 +1,7 @@
 // infinipot: the command-line program. Each subcommand lives in tools/cmd_*.cpp.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "runtime/cl_error.h"
 #include "runtime/device_memory.h"
@@ -17,6 +18,18 @@ int main(int argc, char** argv) {
   infinipot::cli::add_run_command(app);
   infinipot::cli::add_perplexity_command(app);
   try {
+    // CLI11 reports an unknown subcommand as "A subcommand is required": name it instead.
+    if (argc > 1 && argv[1][0] != '-') {
+      std::string known;
+      bool found = false;
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+        found = found || sub->check_name(argv[1]);
+      }
+      if (!found)
+        throw CLI::ExtrasError("unknown subcommand '" + std::string(argv[1]) + "'; expected one of: " + known,
+                               CLI::ExitCodes::ExtrasError);
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
