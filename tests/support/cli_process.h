@@ -1,0 +1,57 @@
+// Runs a program as a subprocess (fork/exec) with a hard timeout and captures what it did:
+// exit status or signal, stdout, stderr, wall time. The CLI tests drive the real `infinipot`
+// binary through it, so a crash, a hang or a wrong exit code fails the test, not CI.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace infinipot::test {
+
+struct ProcResult {
+  int exit_code = -1;      // valid when !signaled && !timed_out
+  int signal = 0;          // the signal that ended it, 0 if it exited
+  bool timed_out = false;  // killed (SIGKILL to its process group) after the timeout
+  double seconds = 0;      // wall time
+  std::string out, err;    // everything it wrote to stdout / stderr
+  std::string command;     // argv joined, for failure messages
+
+  std::string describe() const;  // "`cmd` -> exit 1 in 0.2 s\nstderr: ..."
+};
+
+struct ProcOptions {
+  // Environment changes: a value sets the variable, std::nullopt removes it. The rest of
+  // the test's environment is inherited.
+  std::map<std::string, std::optional<std::string>> env;
+  double timeout_s = 120;
+};
+
+// Runs argv[0] (a path, not searched in PATH) with stdin from /dev/null.
+ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& opts = {});
+
+// A run that failed the way a user error should: it exited by itself (no signal, no
+// timeout) with a non-zero status (`exit_code`, when given), within `max_seconds`, and its
+// stderr contains every needle (case-sensitive).
+::testing::AssertionResult fails_cleanly(const ProcResult& r, std::initializer_list<std::string_view> needles,
+                                         std::optional<int> exit_code = std::nullopt, double max_seconds = 60);
+
+// A run that exited 0 by itself.
+::testing::AssertionResult succeeded(const ProcResult& r);
+
+// The first "--device-mem NNN[KMG]" value in `text`, or "" if none.
+std::string device_mem_in(const std::string& text);
+
+#ifdef INFINIPOT_BIN_PATH
+// The infinipot binary of this build (tests/CMakeLists.txt compiles its path in).
+inline ProcResult run_infinipot(std::vector<std::string> args, const ProcOptions& opts = {}) {
+  args.insert(args.begin(), INFINIPOT_BIN_PATH);
+  return run_process(args, opts);
+}
+#endif
+
+}  // namespace infinipot::test
