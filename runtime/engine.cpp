@@ -13,6 +13,24 @@ Engine::Engine(const EngineOptions& opts)
 
 Engine::~Engine() = default;
 
+std::vector<TokenId> Engine::chat_prompt(const std::string& system, const std::string& user) const {
+  // Render with a sentinel in place of the user's text, then tokenize the template parts
+  // with special-token parsing and the user's text without.
+  static const std::string kSentinel = "\x01infinipot-user-text\x01";
+  std::vector<ChatMessage> msgs;
+  if (!system.empty()) msgs.push_back({"system", system});
+  msgs.push_back({"user", kSentinel});
+  const std::string rendered = template_->render(msgs, /*add_generation_prompt=*/true);
+  const size_t at = rendered.find(kSentinel);
+  if (at == std::string::npos) throw std::logic_error("chat template dropped the user message");
+  std::vector<TokenId> out = tokenizer_->encode(rendered.substr(0, at), false, true);
+  const auto body = tokenizer_->encode(user, false, false);
+  const auto tail = tokenizer_->encode(rendered.substr(at + kSentinel.size()), false, true);
+  out.insert(out.end(), body.begin(), body.end());
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
+}
+
 void Engine::prepare(int kv_capacity) {
   forward_.reset();
   kv_.reset();

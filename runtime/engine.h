@@ -53,6 +53,11 @@ class Engine {
   const ChatTemplate& chat_template() const { return *template_; }
   const gguf::GgufFile& file() const { return file_; }
 
+  // Prompt tokens of one user turn in the model's chat template (system: "" = template's
+  // default). The user's text is data: control-token text inside it ("<|im_end|>") stays
+  // text; only the template's own markers become special tokens.
+  std::vector<TokenId> chat_prompt(const std::string& system, const std::string& user) const;
+
   // Creates the device side for a KV capacity of kv_capacity entries. Checks the whole
   // memory plan against the budget first; throws BudgetError naming the minimum.
   void prepare(int kv_capacity);

@@ -39,20 +39,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   eo.chunk = o.chunk;
   Engine engine(eo);
 
-  std::string text = user;
-  if (!o.raw) {
-    std::vector<ChatMessage> msgs;
-    if (!o.system.empty()) msgs.push_back({"system", o.system});
-    msgs.push_back({"user", user});
-    text = engine.chat_template().render(msgs, /*add_generation_prompt=*/true);
-  }
-  // The user's text is data: only the template's own markers are parsed as special tokens.
-  std::vector<TokenId> prompt;
-  if (o.raw) {
-    prompt = engine.tokenizer().encode(text, false, false);
-  } else {
-    prompt = engine.tokenizer().encode(text, false, true);
-  }
+  // The user's text is data: only the chat template's own markers become special tokens.
+  const std::vector<TokenId> prompt =
+      o.raw ? engine.tokenizer().encode(user, false, false) : engine.chat_prompt(o.system, user);
   const int needed = static_cast<int>(prompt.size()) + o.n_predict;
   int capacity = o.ctx > 0 ? o.ctx : needed;
   if (needed > capacity)
