@@ -76,7 +76,6 @@ void add_tokenize_command(CLI::App& app) {
   sub->callback([o, p, f] {
     if (!*p && !*f) throw std::invalid_argument("tokenize needs text: give -p TEXT or -f FILE");
     const std::string text = *f ? read_text_file(o->file, "input file") : o->prompt;
-    require_utf8(text, *f ? "input file '" + o->file + "'" : "text");
     auto file = gguf::GgufFile::open(o->model);
     auto tok = Tokenizer::from_gguf(file);
     auto ids = tok.encode(text, /*add_bos=*/false, /*parse_special=*/true);

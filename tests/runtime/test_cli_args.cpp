@@ -125,10 +125,6 @@ TEST_F(CliArgs, InvalidUtf8NamesTheByteOffset) {
   EXPECT_TRUE(fails_cleanly(run({"-f", doc}), {doc, "not valid UTF-8", "offset 7", "iconv"}, 1, kQuick));
   EXPECT_TRUE(fails_cleanly(run_infinipot({"perplexity", "-m", model_, "-f", doc}), {"not valid UTF-8", "offset 7"}, 1,
                             kQuick));
-  EXPECT_TRUE(fails_cleanly(run_infinipot({"tokenize", "-m", model_, "-f", doc}), {"not valid UTF-8", "offset 7"}, 1,
-                            kQuick));
-  EXPECT_TRUE(fails_cleanly(run_infinipot({"tokenize", "-m", model_, "-p", "\x80"}), {"not valid UTF-8", "offset 0"}, 1,
-                            kQuick));
 }
 
 TEST_F(CliArgs, NPredictBelowOneIsAnError) {
