@@ -197,9 +197,9 @@ def year_entry(t, year):
     return [s[0]] + body
 
 
-NEEDLE = ("In the spring of that year the clockmaker {name}, who had come from Wexley "
-          "with his two apprentices, installed the great clock in the tower of Saint "
-          "Aldric's church; its bell weighs 1,240 pounds and was first rung on Whit Sunday.")
+NEEDLE = ("In the spring of that year a clockmaker from Wexley installed the great clock in "
+          "the tower of Saint Aldric's church, and its bell was first rung on Whit Sunday. "
+          "The name of the clockmaker was {name}.")
 
 
 def generate(years):
@@ -235,7 +235,8 @@ def main():
              "question.txt": QUESTION + "\n",
              "answer.txt": NEEDLE_NAME + "\n"}
     doc = files["long_document.txt"]
-    assert doc.count(NEEDLE_NAME) == 1 and doc.lower().count("clock") == 2, "needle not unique"
+    assert doc.count(NEEDLE_NAME) == 1, "answer must be stated exactly once"
+    assert doc.lower().count("clock") == NEEDLE.lower().count("clock"), "clock outside needle"
     if a.check:
         bad = [n for n, txt in files.items()
                if not os.path.exists(os.path.join(a.out, n))
