@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: a question about a long document (data/long_document.txt, > 8K tokens),
+# The main job: a question about a long document (data/demo/long_document.txt, 8.6K tokens),
 # answered on the default OpenCL device under a device-memory cap, streaming the answer
 # and then printing speed and peak device memory. Installs what is missing, fetches and
 # verifies the model, builds in Release. Override: DEVICE_MEM=512M scripts/demo.sh
@@ -8,8 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/deps.sh"
 "$root/scripts/fetch-model.sh"
 "$root/scripts/build.sh"
-doc=${DOCUMENT:-$root/data/long_document.txt}
-question=${QUESTION:-$(cat "$root/data/question.txt")}
+doc=${DOCUMENT:-$root/data/demo/long_document.txt}
+question=${QUESTION:-$(cat "$(dirname "$doc")/question.txt")}
 echo "document: $doc ($(wc -w < "$doc") words)"
 echo "question: $question"
 echo "device memory cap: ${DEVICE_MEM:-1G}"
