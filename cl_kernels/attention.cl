@@ -95,3 +95,92 @@ __kernel void attention_mass(__global const float* q, const int ldq, __global co
   }
   mass[mass_off + (size_t)g * cap + j] += total;
 }
+
+// The same attention with the keys and values staged in local memory, tile by tile, for a
+// work-group of TILE_ROWS consecutive query rows (-D TILE_ROWS, KEY_TILE). Each tile is read
+// from global memory once per work-group instead of once per row, which matters once the
+// context no longer fits in cache (long prefill); on GPUs it is the usual shared-memory tiling.
+// Launch: global (round_up(n, TILE_ROWS), n_kv_heads), local (TILE_ROWS, 1). KEY_TILE is a
+// multiple of 16.
+#ifdef TILE_ROWS
+__kernel __attribute__((reqd_work_group_size(TILE_ROWS, 1, 1)))
+void attention_tiled(__global const float* q, const int ldq, __global const float* k_cache,
+                     __global const float* v_cache, const int cap, const int n_past, const int n,
+                     const float scale, __global float* out, const int ldo, __global float* lse,
+                     const int n_heads) {
+  __local float4 ks[KEY_TILE * V4];
+  __local float4 vs[KEY_TILE * V4];
+  const int lid = get_local_id(0);
+  const int row0 = get_group_id(0) * TILE_ROWS;
+  const int i = row0 + lid;
+  const int g = get_group_id(1);
+  const bool active = i < n;
+  const int limit = active ? n_past + i : -1;                        // last slot this row sees
+  const int group_limit = n_past + min(row0 + TILE_ROWS, n) - 1;     // last slot any row sees
+  float4 qv[GROUP][V4];
+  float4 acc[GROUP][V4];
+  float m[GROUP], s[GROUP];
+  for (int h = 0; h < GROUP; ++h) {
+    __global const float* qr = q + (size_t)(active ? i : 0) * ldq + (g * GROUP + h) * HEAD_DIM;
+    for (int d = 0; d < V4; ++d) {
+      qv[h][d] = vload4(d, qr) * scale;
+      acc[h][d] = (float4)(0.0f);
+    }
+    m[h] = -INFINITY;
+    s[h] = 0.0f;
+  }
+  __global const float* kb = k_cache + (size_t)g * cap * HEAD_DIM;
+  __global const float* vb = v_cache + (size_t)g * cap * HEAD_DIM;
+  for (int j0 = 0; j0 <= group_limit; j0 += KEY_TILE) {
+    for (int e = lid; e < KEY_TILE * V4; e += TILE_ROWS) {
+      const int j = j0 + e / V4;
+      ks[e] = j <= group_limit ? vload4(e % V4, kb + (size_t)j * HEAD_DIM) : (float4)(0.0f);
+      vs[e] = j <= group_limit ? vload4(e % V4, vb + (size_t)j * HEAD_DIM) : (float4)(0.0f);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int jend = min(KEY_TILE, limit - j0 + 1);
+    if (jend > 0) {
+      // Scores of the whole tile first, then one max and one vector exp per head: the exps
+      // run 16 lanes wide instead of one key at a time.
+      float p[GROUP][KEY_TILE];
+      for (int h = 0; h < GROUP; ++h) {
+        for (int jj = 0; jj < KEY_TILE; ++jj) {
+          float4 t = qv[h][0] * ks[jj * V4];
+          for (int d = 1; d < V4; ++d) t = fma(qv[h][d], ks[jj * V4 + d], t);
+          p[h][jj] = jj < jend ? (t.x + t.y) + (t.z + t.w) : -INFINITY;
+        }
+        float tile_max = p[h][0];
+        for (int jj = 1; jj < jend; ++jj) tile_max = fmax(tile_max, p[h][jj]);
+        const float m_new = fmax(m[h], tile_max);
+        const float corr = exp(m[h] - m_new);
+        s[h] *= corr;
+        for (int d = 0; d < V4; ++d) acc[h][d] *= corr;
+        m[h] = m_new;
+        float16 sum = (float16)(0.0f);
+        for (int b = 0; b < KEY_TILE / 16; ++b) {
+          const float16 e = exp(vload16(b, p[h]) - m_new);
+          vstore16(e, b, p[h]);
+          sum += e;
+        }
+        const float8 s8 = sum.lo + sum.hi;
+        const float4 s4 = s8.lo + s8.hi;
+        s[h] += (s4.x + s4.y) + (s4.z + s4.w);
+      }
+      for (int jj = 0; jj < jend; ++jj)
+        for (int d = 0; d < V4; ++d) {
+          const float4 vv = vs[jj * V4 + d];
+          for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h][jj]), vv, acc[h][d]);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (!active) return;
+  for (int h = 0; h < GROUP; ++h) {
+    const int head = g * GROUP + h;
+    const float inv = 1.0f / s[h];
+    __global float* o = out + (size_t)i * ldo + head * HEAD_DIM;
+    for (int d = 0; d < V4; ++d) vstore4(acc[h][d] * inv, d, o);
+    lse[(size_t)i * n_heads + head] = m[h] + log(s[h]);
+  }
+}
+#endif

@@ -96,6 +96,17 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
                const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse) {
   if (n_past + n > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const int rows = c.tuning().attention_tile_rows;
+  if (rows > 1 && n > 1) {
+    // Tiled variant: a work-group of `rows` query rows shares each tile of keys and values.
+    const int key_tile = c.tuning().attention_key_tile;
+    if (key_tile < 16 || key_tile % 16) throw cl::ClError("platforms/: attention_key_tile must be a multiple of 16");
+    c.kernel("attention.cl", "attention_tiled",
+             attention_options(s) + " -DTILE_ROWS=" + std::to_string(rows) + " -DKEY_TILE=" + std::to_string(key_tile))
+        .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads)
+        .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)}, {size_t(rows), 1});
+    return;
+  }
   c.kernel("attention.cl", "attention", attention_options(s))
       .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads)
       .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)});

@@ -41,6 +41,8 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_local = j.value("attention_local", t.attention_local);
+  t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
+  t.attention_key_tile = j.value("attention_key_tile", t.attention_key_tile);
   t.use_fp16 = j.value("use_fp16", t.use_fp16);
   t.prefill_chunk = j.value("prefill_chunk", t.prefill_chunk);
   if (j.contains("clblast") && j["clblast"].is_object()) t.clblast = j["clblast"];
@@ -51,7 +53,8 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend},
           {"gemm_tile_m", gemm_tile_m}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
-          {"attention_local", attention_local}, {"use_fp16", use_fp16}, {"prefill_chunk", prefill_chunk}};
+          {"attention_local", attention_local},
+          {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"use_fp16", use_fp16}, {"prefill_chunk", prefill_chunk}};
 }
 
 Tuning lookup_tuning(const DeviceInfo& dev) {

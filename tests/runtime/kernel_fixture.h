@@ -31,12 +31,18 @@ inline cl::Context& shared_context() {
 
 // A second context whose tuning asks for work-groups of `local` items in matvec and rms_norm
 // (the GPU settings in platforms/tuning.json), so those code paths run on a CPU device too.
+inline std::unique_ptr<cl::Context> context_with_tuning(const std::string& default_values);
 inline std::unique_ptr<cl::Context> context_with_work_groups(int local) {
+  return context_with_tuning("\"matvec_local\": " + std::to_string(local) + ", \"norm_local\": " +
+                             std::to_string(local));
+}
+
+// A context whose platforms/ data is {"default": {<default_values>}} (e.g. attention tiling).
+inline std::unique_ptr<cl::Context> context_with_tuning(const std::string& default_values) {
   char path[] = "/tmp/infinipot-tuning-XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) throw std::runtime_error("mkstemp failed");
-  const std::string json = "{\"default\": {\"matvec_local\": " + std::to_string(local) +
-                           ", \"norm_local\": " + std::to_string(local) + "}}";
+  const std::string json = "{\"default\": {" + default_values + "}}";
   const bool written = write(fd, json.data(), json.size()) == ssize_t(json.size());
   close(fd);
   setenv("INFINIPOT_PLATFORMS_FILE", path, 1);

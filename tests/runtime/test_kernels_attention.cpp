@@ -64,27 +64,37 @@ std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
 
 class AttentionKernel : public testing_support::KernelTest {};
 
+// Every attention variant: the untiled kernel (1 row per work-item), and the tiled one with
+// the default tile and a small one whose tile boundaries fall inside the test cases.
 TEST_F(AttentionKernel, AttentionMatchesReference) {
+  std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
+  variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
+  variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
+  variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
+                                         "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
+  for (auto& [variant, context] : variants)
   for (const Case& c : kCases) {
+    SCOPED_TRACE(variant);
+    cl::Context& cx = *context;
     const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
     const ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
     const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim + 3;
     const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 700 + c.n_past);
     const std::vector<float> q = make_queries(c, ldq, 710 + c.head_dim);
-    auto d_q = upload(q);
-    auto d_k = upload(cache.k);
-    auto d_v = upload(cache.v);
+    auto d_q = testing_support::upload(cx, q);
+    auto d_k = testing_support::upload(cx, cache.k);
+    auto d_v = testing_support::upload(cx, cache.v);
     const std::vector<float> out0 = random_floats(size_t(c.n) * ldo, 720);  // padding columns must survive
-    auto d_out = upload(out0);
-    auto d_lse = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
-    ops::attention(ctx(), s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+    auto d_out = testing_support::upload(cx, out0);
+    auto d_lse = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
+    ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
 
     std::vector<float> out = out0, lse(size_t(c.n) * c.n_heads);
     ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
-    EXPECT_TRUE(all_close("attention out " + c.name(), download_all(d_out), out, [&](size_t i) {
+    EXPECT_TRUE(all_close("attention out " + c.name(), testing_support::download(cx, d_out, d_out.bytes() / 4), out, [&](size_t i) {
       return int(i % ldo) < c.n_heads * c.head_dim ? kAttnTol : 0.0;  // max|v| <= 1
     }));
-    EXPECT_TRUE(all_close("attention lse " + c.name(), download_all(d_lse), lse,
+    EXPECT_TRUE(all_close("attention lse " + c.name(), testing_support::download(cx, d_lse, d_lse.bytes() / 4), lse,
                           [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
   }
 }
