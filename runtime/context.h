@@ -32,7 +32,6 @@ class Context {
   cl_context context() const { return ctx_.get(); }
   cl_command_queue queue() const { return queue_.get(); }
   DeviceMemory& memory() { return *memory_; }
-  bool fp16() const { return device_.fp16 && tuning_.use_fp16; }
 
   // Builds (or loads from the disk cache) cl_kernels/<file> with the given -D options and
   // returns the named kernel. Kernels are cached per (file, options, name).

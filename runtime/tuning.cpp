@@ -37,13 +37,10 @@ nlohmann::json load_data() {
 void apply_values(Tuning& t, const nlohmann::json& j) {
   if (!j.is_object()) return;
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
-  t.gemm_tile_m = j.value("gemm_tile_m", t.gemm_tile_m);
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.norm_local = j.value("norm_local", t.norm_local);
-  t.attention_local = j.value("attention_local", t.attention_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
   t.attention_key_tile = j.value("attention_key_tile", t.attention_key_tile);
-  t.use_fp16 = j.value("use_fp16", t.use_fp16);
   t.prefill_chunk = j.value("prefill_chunk", t.prefill_chunk);
   if (j.contains("clblast") && j["clblast"].is_object()) t.clblast = j["clblast"];
 }
@@ -52,9 +49,8 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend},
-          {"gemm_tile_m", gemm_tile_m}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
-          {"attention_local", attention_local},
-          {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"use_fp16", use_fp16}, {"prefill_chunk", prefill_chunk}};
+          {"matvec_local", matvec_local}, {"norm_local", norm_local},
+          {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"prefill_chunk", prefill_chunk}};
 }
 
 Tuning lookup_tuning(const DeviceInfo& dev) {
@@ -82,7 +78,6 @@ Tuning lookup_tuning(const DeviceInfo& dev) {
   }
   if (t.gemm_backend != "packed" && t.gemm_backend != "clblast")
     throw ClError("platforms/tuning.json: gemm_backend '" + t.gemm_backend + "' is neither 'packed' nor 'clblast'");
-  if (t.gemm_tile_m != 8) t.gemm_tile_m = 8;  // the only tile the packed kernel is compiled for
   return t;
 }
 

@@ -11,13 +11,10 @@ struct Tuning {
   std::string vendor_key = "default";  // which vendor entry matched
   std::string device_key = "default";  // which device entry matched
   std::string gemm_backend = "packed"; // "packed" | "clblast"
-  int gemm_tile_m = 8;                 // rows of A per work-item in gemm_packed (8)
   int matvec_local = 64;               // work-group size of matvec kernels (1 = driver loops)
   int norm_local = 64;                 // work-group size of row reductions
-  int attention_local = 64;
   int attention_tile_rows = 16;        // query rows per work-group in attention_tiled (1 = untiled)
   int attention_key_tile = 32;         // keys staged in local memory per step
-  bool use_fp16 = false;               // requested; effective only with cl_khr_fp16
   int prefill_chunk = 512;             // tokens per prefill step
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
