@@ -55,6 +55,8 @@ TEST(CliHarness, DetectsSignalsHangsSuccessAndMissingText) {
   EXPECT_TRUE(fails_cleanly(err, {"error: bad thing"}, 4));
   EXPECT_FALSE(fails_cleanly(err, {"error: bad thing"}, 1));
   EXPECT_FALSE(fails_cleanly(err, {"something else"}));
+  auto asan = test::run_process({"/bin/sh", "-c", "echo '==1==ERROR: LeakSanitizer: detected memory leaks' >&2; exit 1"});
+  EXPECT_FALSE(fails_cleanly(asan, {}));
   EXPECT_EQ(test::device_mem_in("Minimum that works: --device-mem 128M; or"), "128M");
 }
 

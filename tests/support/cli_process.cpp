@@ -48,6 +48,14 @@ bool drain(int fd, std::string& sink) {
 
 std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
+// A sanitizer report in the child (the binary may be built with ASan/UBSan, see
+// scripts/test-sanitized.sh), or "" if none.
+std::string sanitizer_report(const ProcResult& r) {
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: "})
+    if (r.err.find(marker) != std::string::npos) return marker;
+  return "";
+}
+
 }  // namespace
 
 std::string ProcResult::describe() const {
@@ -138,6 +146,8 @@ ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& 
 ::testing::AssertionResult fails_cleanly(const ProcResult& r, std::initializer_list<std::string_view> needles,
                                          std::optional<int> exit_code, double max_seconds) {
   if (r.timed_out || r.signal != 0) return ::testing::AssertionFailure() << "it did not exit by itself: " << r.describe();
+  if (auto report = sanitizer_report(r); !report.empty())
+    return ::testing::AssertionFailure() << "sanitizer report (" << report << "): " << r.describe();
   if (r.exit_code == 0) return ::testing::AssertionFailure() << "it succeeded but should have failed: " << r.describe();
   if (exit_code && r.exit_code != *exit_code)
     return ::testing::AssertionFailure() << "expected exit " << *exit_code << ": " << r.describe();
@@ -151,6 +161,8 @@ ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& 
 
 ::testing::AssertionResult succeeded(const ProcResult& r) {
   if (r.timed_out || r.signal != 0 || r.exit_code != 0) return ::testing::AssertionFailure() << r.describe();
+  if (auto report = sanitizer_report(r); !report.empty())
+    return ::testing::AssertionFailure() << "sanitizer report (" << report << "): " << r.describe();
   return ::testing::AssertionSuccess();
 }
 

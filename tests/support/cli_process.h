@@ -36,11 +36,11 @@ ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& 
 
 // A run that failed the way a user error should: it exited by itself (no signal, no
 // timeout) with a non-zero status (`exit_code`, when given), within `max_seconds`, and its
-// stderr contains every needle (case-sensitive).
+// stderr contains every needle (case-sensitive), and no sanitizer report.
 ::testing::AssertionResult fails_cleanly(const ProcResult& r, std::initializer_list<std::string_view> needles,
                                          std::optional<int> exit_code = std::nullopt, double max_seconds = 60);
 
-// A run that exited 0 by itself.
+// A run that exited 0 by itself, with no sanitizer report.
 ::testing::AssertionResult succeeded(const ProcResult& r);
 
 // The first "--device-mem NNN[KMG]" value in `text`, or "" if none.
