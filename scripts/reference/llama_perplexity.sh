@@ -7,6 +7,9 @@
 #        MODEL         gguf (default models/SmolLM2-135M-Instruct.Q4_1.gguf)
 #        TOKENS        tokens evaluated per context size: chunks = TOKENS / CTX (default 10240)
 #        THREADS       default 2
+#        OMP_WAIT_POLICY  default passive here: OpenMP's spinning barriers make llama.cpp many
+#                      times slower on a busy shared machine (see bench/llama_cpp_bench.sh);
+#                      it changes the run time only, not the result.
 # For each CTX prints one line: "ctx=512 chunks=20 ppl=12.3456 err=0.1234 seconds=42 load=0.50",
 # and keeps llama-perplexity's full log in build/reference/perplexity-c<CTX>.log.
 #
@@ -20,6 +23,7 @@ model=${MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 text=$root/data/perplexity.txt
 tokens=${TOKENS:-10240}
 threads=${THREADS:-2}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 ctxs=("$@"); [ ${#ctxs[@]} -gt 0 ] || ctxs=(512 1024)
 bin=${LLAMA_BIN:-}
 [ -n "$bin" ] || bin=$("$root/scripts/reference/build-llama-cpp.sh" noamx --no-python)
