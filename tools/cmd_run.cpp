@@ -110,7 +110,10 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--temp", o->temp, "Sampling temperature; 0 = greedy")->capture_default_str()->check(CLI::Range(0.0f, 100.0f));
   sub->add_option("--top-k", o->top_k, "Top-k filter (0 = off)")->capture_default_str()->check(CLI::Range(0, 1 << 30));
   sub->add_option("--top-p", o->top_p, "Nucleus filter in (0, 1]")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
-  sub->add_option("--seed", o->seed, "Random seed for sampling")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed for sampling")->capture_default_str()->check(CLI::Validator(
+      // CLI11 would wrap "-1" around to 2^64 - 1.
+      [](std::string& s) { return s.find('-') == std::string::npos ? std::string() : "a seed is a whole number >= 0, got " + s; },
+      "", "non-negative"));
   sub->add_option("--device-mem", o->device_mem, "Hard cap on device memory, e.g. 256M, 1.5G (default: device's global memory)")
       ->check(byte_size_validator());
   sub->add_option("--device", o->device, "OpenCL device: index or name substring (default: first GPU, else CPU)");

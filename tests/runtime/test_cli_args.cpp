@@ -151,6 +151,7 @@ TEST_F(CliArgs, SamplingParametersOutOfRange) {
   EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--temp", "-1"}), {"--temp"}, std::nullopt, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--temp", "nan"}), {"--temp"}, std::nullopt, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--top-k", "-1"}), {"--top-k"}, std::nullopt, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--seed", "-1"}), {"--seed", ">= 0", "-1"}, std::nullopt, kQuick));
 }
 
 TEST_F(CliArgs, ContextSmallerThanThePrompt) {
