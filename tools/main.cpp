@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help prints and succeeds; every usage error exits 2 (documented in README).
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const infinipot::cl::BudgetError& e) {
     std::fprintf(stderr, "\nerror: %s\n", e.what());
     return 3;

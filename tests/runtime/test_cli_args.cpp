@@ -61,13 +61,14 @@ TEST(CliHarness, DetectsSignalsHangsSuccessAndMissingText) {
 }
 
 TEST_F(CliArgs, UnknownFlagIsNamed) {
-  EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--bogus-flag"}), {"--bogus-flag"}, std::nullopt, kQuick));
-  EXPECT_TRUE(fails_cleanly(run_infinipot({"inspect", "-m", model_, "--jsn"}), {"--jsn"}, std::nullopt, kQuick));
+  // Usage errors exit 2 (README).
+  EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--bogus-flag"}), {"--bogus-flag"}, 2, kQuick));
+  EXPECT_TRUE(fails_cleanly(run_infinipot({"inspect", "-m", model_, "--jsn"}), {"--jsn"}, 2, kQuick));
 }
 
 TEST_F(CliArgs, UnknownSubcommandIsNamed) {
-  EXPECT_TRUE(fails_cleanly(run_infinipot({"bogus"}), {"unknown subcommand 'bogus'", "run"}, std::nullopt, kQuick));
-  EXPECT_TRUE(fails_cleanly(run_infinipot({}), {"subcommand"}, std::nullopt, kQuick));
+  EXPECT_TRUE(fails_cleanly(run_infinipot({"bogus"}), {"unknown subcommand 'bogus'", "run"}, 2, kQuick));
+  EXPECT_TRUE(fails_cleanly(run_infinipot({}), {"subcommand"}, 2, kQuick));
 }
 
 TEST_F(CliArgs, MalformedDeviceMemSizesAreRefusedNamingTheText) {
