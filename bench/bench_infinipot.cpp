@@ -1,6 +1,7 @@
 // Throughput benchmark: prefill (pp) and decode (tg) tokens/s of the real model, GEMM GFLOP/s
 // of both GEMM backends and matvec GB/s, printed as a table and as JSON. With --llama-cpp it
-// also runs bench/llama_cpp_bench.sh (llama-bench, same GGUF, same thread count) in the same
+// also runs bench/llama_cpp_bench.sh --quick (llama-bench on the AMX-off build, and the AMX build
+// when it has been built; same GGUF, same thread count) in the same
 // run and puts its figures next to ours. Figures come from repeated runs after a warm-up
 // (median reported); the OpenCL programs are compiled before timing.
 #include <algorithm>
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
   app.add_option("-p,--prompt-tokens", pp, "Prefill length (pp)")->capture_default_str();
   app.add_option("-n,--gen-tokens", tg, "Decode length (tg)")->capture_default_str();
   app.add_option("-r,--reps", reps, "Timed repetitions (median reported)")->capture_default_str();
-  app.add_flag("--llama-cpp", llama, "Also run bench/llama_cpp_bench.sh --quick and report its figures");
+  app.add_flag("--llama-cpp", llama, "Also run bench/llama_cpp_bench.sh --quick (llama-bench) and report its figures");
   app.add_flag("!--no-gemm", gemm, "Skip the GEMM backend comparison");
   app.add_option("--json-out", json_out, "Also write the JSON to this file");
   CLI11_PARSE(app, argc, argv);
@@ -131,7 +132,7 @@ int main(int argc, char** argv) {
     j["peak_device_bytes"] = ctx.memory().peak_total();
 
     if (llama) {
-      std::string cmd = std::string(INFINIPOT_SOURCE_DIR) + "/bench/llama_cpp_bench.sh --quick --no-amx";
+      std::string cmd = std::string(INFINIPOT_SOURCE_DIR) + "/bench/llama_cpp_bench.sh --quick";
       FILE* p = popen(cmd.c_str(), "r");
       std::string text;
       char buf[4096];
