@@ -1,7 +1,7 @@
-// Causal grouped-query attention of a chunk of queries against the KV store.
+// Causal grouped-query attention of a chunk of queries against the KV store (needs kv_format.cl).
 // Compile-time (-D): HEAD_DIM (multiple of 4), GROUP (query heads per KV head).
 //   q:      [n][ldq] float, query head h at columns h*HEAD_DIM (already rotated)
-//   k/v:    [n_kv_heads][cap][HEAD_DIM] float (keys rotated at their positions)
+//   k/v:    [n_kv_heads][cap][HEAD_DIM] kv_t (keys rotated at their positions)
 //   out:    [n][ldo] float, head h at columns h*HEAD_DIM
 //   lse:    [n][n_heads] float, log-sum-exp of each query row's scaled scores; lets
 //           attention_mass recompute probabilities without storing them
@@ -17,8 +17,8 @@
 #endif
 #define V4 (HEAD_DIM / 4)
 
-__kernel void attention(__global const float* q, const int ldq, __global const float* k_cache,
-                        __global const float* v_cache, const int cap, const int n_past, const int n,
+__kernel void attention(__global const float* q, const int ldq, __global const kv_t* k_cache,
+                        __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                         const float scale, __global float* out, const int ldo, __global float* lse,
                         const int n_heads) {
   const int i = get_global_id(0);
@@ -37,11 +37,11 @@ __kernel void attention(__global const float* q, const int ldq, __global const f
     s[h] = 0.0f;
   }
   const int limit = n_past + i;
-  __global const float* kb = k_cache + (size_t)g * cap * HEAD_DIM;
-  __global const float* vb = v_cache + (size_t)g * cap * HEAD_DIM;
+  __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
+  __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
   for (int j = 0; j <= limit; ++j) {
     float4 kv[V4];
-    for (int d = 0; d < V4; ++d) kv[d] = vload4(d, kb + (size_t)j * HEAD_DIM);
+    for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, kb + (size_t)j * HEAD_DIM);
     float p[GROUP];
     for (int h = 0; h < GROUP; ++h) {
       float4 t = qv[h][0] * kv[0];
@@ -57,7 +57,7 @@ __kernel void attention(__global const float* q, const int ldq, __global const f
       s[h] += p[h];
     }
     for (int d = 0; d < V4; ++d) {
-      const float4 vv = vload4(d, vb + (size_t)j * HEAD_DIM);
+      const float4 vv = KV_LOAD4(d, vb + (size_t)j * HEAD_DIM);
       for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h]), vv, acc[h][d]);
     }
   }
@@ -75,14 +75,14 @@ __kernel void attention(__global const float* q, const int ldq, __global const f
 //   mass[g][j] += sum_{i in [r0,r1), j <= n_past+i} sum_{h in group g} exp(q_ih . k_gj * scale - lse[i][h])
 //   mass: [n_kv_heads][cap]
 // One work-item per (entry j, KV head g), so the sum is deterministic (no atomics).
-__kernel void attention_mass(__global const float* q, const int ldq, __global const float* k_cache,
+__kernel void attention_mass(__global const float* q, const int ldq, __global const kv_t* k_cache,
                              const int cap, const int n_past, const int r0, const int r1, const float scale,
                              __global const float* lse, const int n_heads, __global float* mass, const int mass_off) {
   const int j = get_global_id(0);
   const int g = get_global_id(1);
   if (j > n_past + r1 - 1) return;
   float4 kv[V4];
-  for (int d = 0; d < V4; ++d) kv[d] = vload4(d, k_cache + ((size_t)g * cap + j) * HEAD_DIM);
+  for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, k_cache + ((size_t)g * cap + j) * HEAD_DIM);
   float total = 0.0f;
   for (int i = max(r0, j - n_past); i < r1; ++i) {
     for (int h = 0; h < GROUP; ++h) {
@@ -104,8 +104,8 @@ __kernel void attention_mass(__global const float* q, const int ldq, __global co
 // multiple of 16.
 #ifdef TILE_ROWS
 __kernel __attribute__((reqd_work_group_size(TILE_ROWS, 1, 1)))
-void attention_tiled(__global const float* q, const int ldq, __global const float* k_cache,
-                     __global const float* v_cache, const int cap, const int n_past, const int n,
+void attention_tiled(__global const float* q, const int ldq, __global const kv_t* k_cache,
+                     __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                      const float scale, __global float* out, const int ldo, __global float* lse,
                      const int n_heads) {
   __local float4 ks[KEY_TILE * V4];
@@ -129,13 +129,13 @@ void attention_tiled(__global const float* q, const int ldq, __global const floa
     m[h] = -INFINITY;
     s[h] = 0.0f;
   }
-  __global const float* kb = k_cache + (size_t)g * cap * HEAD_DIM;
-  __global const float* vb = v_cache + (size_t)g * cap * HEAD_DIM;
+  __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
+  __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
   for (int j0 = 0; j0 <= group_limit; j0 += KEY_TILE) {
     for (int e = lid; e < KEY_TILE * V4; e += TILE_ROWS) {
       const int j = j0 + e / V4;
-      ks[e] = j <= group_limit ? vload4(e % V4, kb + (size_t)j * HEAD_DIM) : (float4)(0.0f);
-      vs[e] = j <= group_limit ? vload4(e % V4, vb + (size_t)j * HEAD_DIM) : (float4)(0.0f);
+      ks[e] = j <= group_limit ? KV_LOAD4(e % V4, kb + (size_t)j * HEAD_DIM) : (float4)(0.0f);
+      vs[e] = j <= group_limit ? KV_LOAD4(e % V4, vb + (size_t)j * HEAD_DIM) : (float4)(0.0f);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const int jend = min(KEY_TILE, limit - j0 + 1);

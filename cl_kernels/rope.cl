@@ -1,4 +1,4 @@
-// Rotary position embedding, "normal" (adjacent-pair) mode as GGUF llama models use:
+// Rotary position embedding (the kernels touching the KV store need kv_format.cl), "normal" (adjacent-pair) mode as GGUF llama models use:
 // for pair i < n_rot/2 of a head, angle = pos * theta_base^(-2i/n_rot),
 //   (x[2i], x[2i+1]) <- (x[2i] cos - x[2i+1] sin, x[2i] sin + x[2i+1] cos)
 
@@ -25,7 +25,7 @@ __kernel void rope_table(__global float* buf, const int ld, const int col0, cons
 //   k_cache, v_cache: [n_kv_heads][cap][head_dim]; token t goes to slot slot0 + t
 __kernel void rope_store_kv(__global float* qkv, const int ld, const int head_dim, const int n_rot,
                             __global const float2* cs, const int n_head, const int v0,
-                            __global float* k_cache, __global float* v_cache, const int cap, const int slot0) {
+                            __global kv_t* k_cache, __global kv_t* v_cache, const int cap, const int slot0) {
   const int i = get_global_id(0);  // pair, 0 .. head_dim/2 - 1
   const int h = get_global_id(1);  // 0 .. n_head + n_kv_heads - 1
   const int t = get_global_id(2);
@@ -43,11 +43,11 @@ __kernel void rope_store_kv(__global float* qkv, const int ld, const int head_di
   if (h >= n_head) {
     const int g = h - n_head;
     const size_t dst = ((size_t)g * cap + slot0 + t) * head_dim + 2 * i;
-    k_cache[dst] = x0;
-    k_cache[dst + 1] = x1;
+    KV_STORE(x0, k_cache + dst);
+    KV_STORE(x1, k_cache + dst + 1);
     __global const float* v = qkv + (size_t)t * ld + v0 + g * head_dim + 2 * i;
-    v_cache[dst] = v[0];
-    v_cache[dst + 1] = v[1];
+    KV_STORE(v[0], v_cache + dst);
+    KV_STORE(v[1], v_cache + dst + 1);
   }
 }
 
@@ -71,7 +71,7 @@ __kernel void rope(__global float* buf, const int ld, const int col0, const int 
 // rotating the pre-RoPE key at the new position: R(p + d) = R(d) R(p). Used by the pot to
 // give survivors fresh positions after compaction (CR-RoPE).
 //   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap] int (0 = unchanged)
-__kernel void rope_shift(__global float* k_cache, const int cap, const int head_dim, const int n_rot,
+__kernel void rope_shift(__global kv_t* k_cache, const int cap, const int head_dim, const int n_rot,
                          __global const int* delta, const int n_slots, const float theta_base) {
   const int i = get_global_id(0);
   const int slot = get_global_id(1);
@@ -81,8 +81,8 @@ __kernel void rope_shift(__global float* k_cache, const int cap, const int head_
   if (d == 0) return;
   const float angle = (float)d * pow(theta_base, -2.0f * (float)i / (float)n_rot);
   const float c = cos(angle), s = sin(angle);
-  __global float* x = k_cache + ((size_t)h * cap + slot) * head_dim + 2 * i;
-  const float x0 = x[0], x1 = x[1];
-  x[0] = x0 * c - x1 * s;
-  x[1] = x0 * s + x1 * c;
+  __global kv_t* x = k_cache + ((size_t)h * cap + slot) * head_dim + 2 * i;
+  const float x0 = KV_LOAD(x), x1 = KV_LOAD(x + 1);
+  KV_STORE(x0 * c - x1 * s, x);
+  KV_STORE(x0 * s + x1 * c, x + 1);
 }

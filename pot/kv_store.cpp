@@ -7,13 +7,14 @@
 
 namespace infinipot {
 
-uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity) {
-  return 2ull * cfg.n_layer * cfg.n_head_kv * static_cast<uint64_t>(capacity) * cfg.head_dim * sizeof(float);
+uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity, bool half) {
+  return 2ull * cfg.n_layer * cfg.n_head_kv * static_cast<uint64_t>(capacity) * cfg.head_dim * (half ? 2 : 4);
 }
 
-KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity) : ctx_(ctx), cfg_(cfg), capacity_(capacity) {
+KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half)
+    : ctx_(ctx), cfg_(cfg), capacity_(capacity), half_(half) {
   if (capacity <= 0) throw cl::ClError("KV capacity must be positive, got " + std::to_string(capacity));
-  const size_t bytes = size_t(cfg.n_head_kv) * capacity * cfg.head_dim * sizeof(float);
+  const size_t bytes = size_t(cfg.n_head_kv) * capacity * cfg.head_dim * (half ? 2 : 4);
   for (int l = 0; l < cfg.n_layer; ++l) {
     keys_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, "kv.k." + std::to_string(l)));
     values_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, "kv.v." + std::to_string(l)));
@@ -52,7 +53,7 @@ void KvStore::compact(int layer, const std::vector<int>& keep, int n_keep) {
   cl::Buffer tmp = ctx_.memory().alloc(cl::MemCategory::Scratch, bytes, "kv.compact");
   for (cl::Buffer* buf : {&keys_[layer], &values_[layer]}) {
     ctx_.copy(*buf, tmp, bytes);
-    ops::kv_gather(ctx_, tmp, *buf, cfg_.n_head_kv, capacity_, cfg_.head_dim, keep_dev, n_keep);
+    ops::kv_gather(ctx_, tmp, *buf, cfg_.n_head_kv, capacity_, cfg_.head_dim, keep_dev, n_keep, half_);
   }
   ctx_.finish();
 }
@@ -62,7 +63,8 @@ void KvStore::rerotate(int layer, const std::vector<int>& delta) {
     throw cl::ClError("KV rerotate: delta must be [n_kv_heads][capacity]");
   cl::Buffer d = ctx_.memory().alloc(cl::MemCategory::Scratch, delta.size() * sizeof(int), "kv.delta");
   ctx_.write(d, delta.data(), delta.size() * sizeof(int));
-  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, d, size_, cfg_.rope_theta);
+  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, d, size_, cfg_.rope_theta,
+                  half_);
   ctx_.finish();
 }
 

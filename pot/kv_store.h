@@ -2,7 +2,8 @@
 // a plain full cache here; the pot (InfiniPot CCD) adds scoring and compaction on top.
 //
 // Layout, per layer (one K and one V buffer each):
-//   keys, values: [n_kv_heads][capacity][head_dim] float
+//   keys, values: [n_kv_heads][capacity][head_dim] fp32, or fp16 (half the memory; arithmetic
+//   stays fp32) when the store is created with half = true
 // Slots 0 .. size()-1 are filled in every layer and head. Keys are stored rotated at their
 // position; because R(p + d) = R(d) R(p), re-rotating by a delta (rerotate) gives exactly
 // the key a token would have had at its new position, so compaction can re-assign positions
@@ -17,8 +18,9 @@ namespace infinipot {
 
 class KvStore {
  public:
-  KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity);
-  static uint64_t bytes_needed(const LlamaConfig& cfg, int capacity);
+  KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half = false);
+  static uint64_t bytes_needed(const LlamaConfig& cfg, int capacity, bool half = false);
+  bool half() const { return half_; }
 
   int capacity() const { return capacity_; }
   int size() const { return size_; }
@@ -45,6 +47,7 @@ class KvStore {
   cl::Context& ctx_;
   LlamaConfig cfg_;
   int capacity_;
+  bool half_;
   int size_ = 0;
   int next_position_ = 0;
   std::vector<cl::Buffer> keys_;    // n_layer x [n_kv_heads][capacity][head_dim]

@@ -42,17 +42,21 @@ void Engine::prepare(int kv_capacity) {
   ctx_ = std::make_unique<cl::Context>(co);
   chunk_ = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
   chunk_ = std::max(1, std::min(chunk_, kv_capacity));
+  if (opts_.kv_type == "auto") kv_half_ = ctx_->device().fp16;
+  else if (opts_.kv_type == "f16" || opts_.kv_type == "f32") kv_half_ = opts_.kv_type == "f16";
+  else throw std::invalid_argument("--kv-type must be auto, f16 or f32, got '" + opts_.kv_type + "'");
 
   cl::MemoryPlan plan = Forward::plan(cfg_, chunk_, ctx_->tuning().gemm_backend);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
-  plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity);
-  const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1);
+  plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
+  const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1, kv_half_);
   ctx_->memory().check_plan(plan, "a smaller KV capacity (" + std::to_string(kv_capacity) + " entries take " +
                                       cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " +
-                                      cl::format_bytes(per_entry) + " per token)");
+                                      cl::format_bytes(per_entry) + " per token)" +
+                                      (kv_half_ ? "" : ", or --kv-type f16 to halve it"));
 
   model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_));
-  kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity);
+  kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity, kv_half_);
   forward_ = std::make_unique<Forward>(*ctx_, *model_, *kv_, chunk_);
 }
 

@@ -24,6 +24,9 @@ struct EngineOptions {
   std::string device;          // --device
   uint64_t device_mem = 0;     // --device-mem (0: the device's global memory)
   int chunk = 0;               // prefill chunk (0: from platforms/ tuning)
+  // KV store element type: "f16" (half the memory, fp32 arithmetic), "f32", or "auto":
+  // f16 where the device has cl_khr_fp16 (GPUs), f32 where not (PoCL).
+  std::string kv_type = "auto";
 };
 
 struct GenerateOptions {
@@ -65,6 +68,7 @@ class Engine {
   KvStore& kv() { return *kv_; }
   Forward& forward() { return *forward_; }
   int chunk() const { return chunk_; }
+  bool kv_half() const { return kv_half_; }
 
   // Feeds the prompt (chunked prefill) then samples until EOS/end-of-turn or n_predict.
   GenerateResult generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts);
@@ -82,6 +86,7 @@ class Engine {
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<Forward> forward_;
   int chunk_ = 512;
+  bool kv_half_ = false;
 };
 
 // Perplexity the way llama.cpp's llama-perplexity computes it: non-overlapping windows of

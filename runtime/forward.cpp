@@ -104,7 +104,7 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
   ctx_.write(pos_, angles.data(), angles.size() * sizeof(float));
 
   const int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-  const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv_.capacity()};
+  const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv_.capacity(), kv_.half()};
 
   // Embedding: x = token_embd[tokens]                                   [n][n_embd]
   ops::embed(ctx_, m_.token_embd, ids_, n, x_);
@@ -123,7 +123,7 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
     }
     // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
     ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos_, kv_.keys(l),
-                       kv_.values(l), kv_.capacity(), n_past, n);
+                       kv_.values(l), kv_.capacity(), n_past, n, kv_.half());
     ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
     if (opts.mass)
       ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, opts.mass_from_row, n, lse_, *opts.mass,

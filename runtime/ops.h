@@ -57,12 +57,13 @@ void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head
                 int n_tokens);
 // rope.cl: rotate the q and k heads of fused q|k|v rows and store k, v at slot0..  (one launch)
 void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot,
-                   const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens);
+                   const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens,
+                   bool kv_half = false);
 // Host side: the (cos, sin) table for positions pos[0..n) as rope_table reads it.
 std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta);
 // rope.cl: re-rotate cached keys by delta[h][slot]            k_cache: [n_heads][cap][head_dim]
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
-                int n_slots, float theta);
+                int n_slots, float theta, bool kv_half = false);
 
 // elementwise.cl
 void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act);  // gu: [n][2*n_ff]
@@ -70,13 +71,15 @@ void add_inplace(Context& c, Buffer& y, const Buffer& x, int n);
 
 // kv_cache.cl: store chunk keys/values at slot0..           caches: [n_kv_heads][cap][head_dim]
 void kv_store(Context& c, const Buffer& qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, Buffer& k_cache,
-              Buffer& v_cache, int cap, int slot0, int n_tokens);
+              Buffer& v_cache, int cap, int slot0, int n_tokens, bool kv_half = false);
 // kv_cache.cl: dst[h][j] = src[h][keep[h][j]] for j < n_keep
 void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim,
-               const Buffer& keep, int n_keep);
+               const Buffer& keep, int n_keep, bool kv_half = false);
 
+// kv_half: the KV store holds 16-bit floats (kv_format.cl); every kernel touching it takes this.
 struct AttentionShape {
   int n_heads, n_kv_heads, head_dim, cap;
+  bool kv_half = false;
 };
 // attention.cl: out = softmax(q k^T * scale, causal) v; lse per (row, head)
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,

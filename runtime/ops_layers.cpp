@@ -6,6 +6,9 @@
 #include "runtime/ops.h"
 
 namespace infinipot::ops {
+namespace {
+std::string kv_option(bool kv_half) { return kv_half ? "-DKV_HALF" : ""; }
+}  // namespace
 void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps) {
   int local = c.tuning().norm_local;
   if (local < 1 || (local & (local - 1))) local = 1;
@@ -16,7 +19,7 @@ void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_r
 
 void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& pos,
           int n_tokens, float theta) {
-  c.kernel("rope.cl", "rope")
+  c.kernel("kv_format.cl+rope.cl", "rope")
       .args(buf, ld, col0, head_dim, n_rot, pos, theta)
       .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
 }
@@ -25,19 +28,20 @@ void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head
                 int n_tokens) {
   if (cs.bytes() < size_t(n_tokens) * n_rot * sizeof(float))
     throw cl::ClError("invalid launch: rope_table angle table too small");
-  c.kernel("rope.cl", "rope_table")
+  c.kernel("kv_format.cl+rope.cl", "rope_table")
       .args(buf, ld, col0, head_dim, n_rot, cs)
       .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
 }
 
 void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot,
-                   const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens) {
+                   const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens,
+                   bool kv_half) {
   if (slot0 < 0 || slot0 + n_tokens > cap)
     throw cl::ClError("invalid launch: rope_store_kv slots " + std::to_string(slot0) + ".." +
                       std::to_string(slot0 + n_tokens) + " exceed capacity " + std::to_string(cap));
   if (head_dim % 2 || n_rot > head_dim) throw cl::ClError("invalid launch: rope_store_kv head_dim/n_rot");
   const int v0 = (n_head + n_kv_heads) * head_dim;
-  c.kernel("rope.cl", "rope_store_kv")
+  c.kernel("kv_format.cl+rope.cl", "rope_store_kv", kv_option(kv_half))
       .args(qkv, ld, head_dim, n_rot, cs, n_head, v0, k_cache, v_cache, cap, slot0)
       .launch(c.queue(), {size_t(head_dim / 2), size_t(n_head + n_kv_heads), size_t(n_tokens)});
 }
@@ -55,8 +59,8 @@ std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float the
 }
 
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
-                int n_slots, float theta) {
-  c.kernel("rope.cl", "rope_shift")
+                int n_slots, float theta, bool kv_half) {
+  c.kernel("kv_format.cl+rope.cl", "rope_shift", kv_option(kv_half))
       .args(k_cache, cap, head_dim, n_rot, delta, n_slots, theta)
       .launch(c.queue(), {size_t(n_rot / 2), size_t(n_slots), size_t(n_heads)});
 }
@@ -70,18 +74,18 @@ void add_inplace(Context& c, Buffer& y, const Buffer& x, int n) {
 }
 
 void kv_store(Context& c, const Buffer& qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, Buffer& k_cache,
-              Buffer& v_cache, int cap, int slot0, int n_tokens) {
+              Buffer& v_cache, int cap, int slot0, int n_tokens, bool kv_half) {
   if (slot0 < 0 || slot0 + n_tokens > cap)
     throw cl::ClError("invalid launch: kv_store slots " + std::to_string(slot0) + ".." +
                       std::to_string(slot0 + n_tokens) + " exceed capacity " + std::to_string(cap));
-  c.kernel("kv_cache.cl", "kv_store")
+  c.kernel("kv_format.cl+kv_cache.cl", "kv_store", kv_option(kv_half))
       .args(qkv, ld, k0, v0, head_dim, k_cache, v_cache, cap, slot0)
       .launch(c.queue(), {size_t(head_dim), size_t(n_kv_heads), size_t(n_tokens)});
 }
 
 void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim, const Buffer& keep,
-               int n_keep) {
-  c.kernel("kv_cache.cl", "kv_gather")
+               int n_keep, bool kv_half) {
+  c.kernel("kv_format.cl+kv_cache.cl", "kv_gather", kv_option(kv_half))
       .args(src, dst, cap, head_dim, keep, n_keep)
       .launch(c.queue(), {size_t(head_dim), size_t(n_keep), size_t(n_kv_heads)});
 }
@@ -89,7 +93,8 @@ void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int c
 static std::string attention_options(const AttentionShape& s) {
   if (s.head_dim % 4 || s.n_heads % s.n_kv_heads)
     throw cl::ClError("invalid launch: attention needs head_dim % 4 == 0 and n_heads % n_kv_heads == 0");
-  return "-DHEAD_DIM=" + std::to_string(s.head_dim) + " -DGROUP=" + std::to_string(s.n_heads / s.n_kv_heads);
+  return "-DHEAD_DIM=" + std::to_string(s.head_dim) + " -DGROUP=" + std::to_string(s.n_heads / s.n_kv_heads) +
+         (s.kv_half ? " -DKV_HALF" : "");
 }
 
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
@@ -101,13 +106,13 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     // Tiled variant: a work-group of `rows` query rows shares each tile of keys and values.
     const int key_tile = c.tuning().attention_key_tile;
     if (key_tile < 16 || key_tile % 16) throw cl::ClError("platforms/: attention_key_tile must be a multiple of 16");
-    c.kernel("attention.cl", "attention_tiled",
+    c.kernel("kv_format.cl+attention.cl", "attention_tiled",
              attention_options(s) + " -DTILE_ROWS=" + std::to_string(rows) + " -DKEY_TILE=" + std::to_string(key_tile))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads)
         .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)}, {size_t(rows), 1});
     return;
   }
-  c.kernel("attention.cl", "attention", attention_options(s))
+  c.kernel("kv_format.cl+attention.cl", "attention", attention_options(s))
       .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads)
       .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)});
 }
@@ -115,7 +120,7 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
 void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                     int n_past, int r0, int r1, const Buffer& lse, Buffer& mass, size_t mass_offset) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  c.kernel("attention.cl", "attention_mass", attention_options(s))
+  c.kernel("kv_format.cl+attention.cl", "attention_mass", attention_options(s))
       .args(q, ldq, k_cache, s.cap, n_past, r0, r1, scale, lse, s.n_heads, mass, static_cast<int>(mass_offset))
       .launch(c.queue(), {size_t(n_past + r1), size_t(s.n_kv_heads)});
 }

@@ -12,7 +12,7 @@ void add_perplexity_command(CLI::App& app) {
   auto* sub = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method: windows of -c tokens, "
                                                "second half scored)");
   struct Opts {
-    std::string model, file, device, device_mem;
+    std::string model, file, device, device_mem, kv_type = "auto";
     int ctx = 512;
     int chunk = 0;
     int max_windows = 0;
@@ -26,6 +26,8 @@ void add_perplexity_command(CLI::App& app) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--device-mem", o->device_mem, "Hard cap on device memory")->check(byte_size_validator());
   sub->add_option("--device", o->device, "OpenCL device: index or name substring");
+  sub->add_option("--kv-type", o->kv_type, "KV store element type: auto, f16, f32")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "f16", "f32"}));
   sub->add_flag("--json", o->json, "Print one JSON object");
   sub->callback([o] {
     std::string text = read_text_file(o->file, "text file");
@@ -35,6 +37,7 @@ void add_perplexity_command(CLI::App& app) {
     eo.device = o->device;
     eo.device_mem = o->device_mem.empty() ? 0 : cl::parse_byte_size(o->device_mem);
     eo.chunk = o->chunk;
+    eo.kv_type = o->kv_type;
     Engine engine(eo);
     // llama-perplexity tokenizes with add_special (BOS only if the model asks) and no special parsing.
     const bool add_bos = engine.file().get_bool("tokenizer.ggml.add_bos_token", false);

@@ -10,7 +10,7 @@ namespace infinipot::cli {
 namespace {
 
 struct RunOpts {
-  std::string model, prompt, file, question, system, device, device_mem;
+  std::string model, prompt, file, question, system, device, device_mem, kv_type = "auto";
   int n_predict = 256;
   float temp = 0.0f;
   int top_k = 40;
@@ -37,6 +37,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   eo.device = o.device;
   eo.device_mem = o.device_mem.empty() ? 0 : cl::parse_byte_size(o.device_mem);
   eo.chunk = o.chunk;
+  eo.kv_type = o.kv_type;
   Engine engine(eo);
 
   // The user's text is data: only the chat template's own markers become special tokens.
@@ -77,6 +78,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
                         {"device_mem_budget", mem["budget"]},
                         {"device_bytes", by_cat},
                         {"kv_capacity", capacity},
+                        {"kv_type", engine.kv_half() ? "f16" : "f32"},
                         {"device", engine.context().device().name}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     return;
@@ -118,6 +120,8 @@ void add_run_command(CLI::App& app) {
       ->check(byte_size_validator());
   sub->add_option("--device", o->device, "OpenCL device: index or name substring (default: first GPU, else CPU)");
   sub->add_option("--ctx", o->ctx, "KV capacity in tokens (default: prompt + -n)")->check(CLI::Range(1, 1 << 24));
+  sub->add_option("--kv-type", o->kv_type, "KV store element type: auto (f16 with cl_khr_fp16, else f32), f16, f32")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "f16", "f32"}));
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--system", o->system, "System prompt (default: the model template's)");
   sub->add_flag("--raw", o->raw, "Feed the text as is, without the chat template");

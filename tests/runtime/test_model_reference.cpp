@@ -126,6 +126,37 @@ TEST_F(ModelReference, GreedyContinuationMatchesLlamaCpp) {
   }
 }
 
+// The fp16 KV store (--kv-type f16, the default on GPUs; llama.cpp's default too) against
+// llama.cpp under the same bounds as the fp32 store.
+TEST(ModelReferenceF16Kv, EveryPositionNllMatchesLlamaCpp) {
+  const auto fixture = load_fixture();
+  EngineOptions o;
+  o.model_path = test::real_model_path();
+  o.kv_type = "f16";
+  Engine engine(o);
+  engine.prepare(512);
+  ASSERT_TRUE(engine.kv().half());
+  for (const auto& p : fixture["prompts"]) {
+    SCOPED_TRACE(p["name"].get<std::string>());
+    const auto tokens = p["tokens"].get<std::vector<TokenId>>();
+    std::vector<TokenId> targets(tokens.size());
+    for (size_t r = 0; r < tokens.size(); ++r) targets[r] = p["top_ids"][r][0].get<TokenId>();
+    engine.forward().eval(tokens);
+    const auto nll = engine.forward().token_nll(targets);
+    double max_abs = 0, sum_abs = 0;
+    for (size_t r = 0; r < tokens.size(); ++r) {
+      const double d = std::fabs(nll[r] - (p["logsumexp"][r].get<double>() - p["top_logits"][r][0].get<double>()));
+      max_abs = std::max(max_abs, d);
+      sum_abs += d;
+    }
+    EXPECT_LE(max_abs, kNllMaxAbs);
+    EXPECT_LE(sum_abs / tokens.size(), kNllMeanAbs);
+    std::printf("[%s, f16 KV] nll max |diff| %.4f, mean %.4f\n", p["name"].get<std::string>().c_str(), max_abs,
+                sum_abs / tokens.size());
+    engine.kv().reset();
+  }
+}
+
 // Prefill (packed GEMM over dequantized panels) and decode (matvec over quantized blocks)
 // are different code paths; fed the same tokens they must give the same logits.
 TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
