@@ -78,7 +78,7 @@ std::vector<FuzzSeed> gguf_fuzz_seeds() {
   TinyLlamaOptions q4 = small_model();
   q4.matrix_type = TensorType::Q4_0;
   q4.embd_type = TensorType::Q4_0;
-  seeds.push_back({"tiny_llama_q4_0_tokenizer.gguf", tiny_llama_bytes(q4), true});
+  seeds.push_back({"tiny_llama_q4_0_tokenizer.gguf.seed", tiny_llama_bytes(q4), true});
 
   TinyLlamaOptions q8 = small_model();
   q8.with_tokenizer = false;
@@ -88,7 +88,7 @@ std::vector<FuzzSeed> gguf_fuzz_seeds() {
   q8.output_type = TensorType::Q8_0;
   q8.tied_embeddings = false;
   q8.alignment = 64;
-  seeds.push_back({"tiny_llama_q8_0_untied.gguf", tiny_llama_bytes(q8), true});
+  seeds.push_back({"tiny_llama_q8_0_untied.gguf.seed", tiny_llama_bytes(q8), true});
 
   TinyLlamaOptions f16 = small_model();
   f16.with_tokenizer = false;
@@ -98,11 +98,11 @@ std::vector<FuzzSeed> gguf_fuzz_seeds() {
   f16.n_ff = 32;  // F16 weights are 4x the size of Q4_0: stay under 20 KB
   std::vector<uint8_t> v2 = tiny_llama_bytes(f16);
   v2[4] = 2;  // GGUF v2: same layout
-  seeds.push_back({"tiny_llama_f16_v2.gguf", std::move(v2), true});
+  seeds.push_back({"tiny_llama_f16_v2.gguf.seed", std::move(v2), true});
 
-  seeds.push_back({"all_value_types.gguf", all_value_types(), false});
-  seeds.push_back({"tensor_zoo.gguf", tensor_zoo(), false});
-  seeds.push_back({"header_only.gguf", GgufWriter().to_bytes(), false});
+  seeds.push_back({"all_value_types.gguf.seed", all_value_types(), false});
+  seeds.push_back({"tensor_zoo.gguf.seed", tensor_zoo(), false});
+  seeds.push_back({"header_only.gguf.seed", GgufWriter().to_bytes(), false});
   return seeds;
 }
 

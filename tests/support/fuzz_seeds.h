@@ -1,4 +1,5 @@
-// The GGUF fuzz seed corpus (tests/fuzz/corpus/gguf/): small valid files that reach every
+// The GGUF fuzz seed corpus (tests/fuzz/corpus/gguf/*.gguf.seed; not named .gguf so no one
+// mistakes them for models): small valid files that reach every
 // part of the loader, each under 20 KB so libFuzzer mutates them quickly. test_fuzz_seeds
 // checks the committed files and rewrites them when INFINIPOT_REGEN_FUZZ_CORPUS=1.
 #pragma once
