@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "runtime/cl_error.h"
+#include "runtime/fault_injection.h"
 
 namespace infinipot::cl {
 
@@ -128,8 +129,8 @@ Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& lab
   if (max_alloc_ && bytes > max_alloc_)
     throw ClError("buffer " + label + " needs " + format_bytes(bytes) + " in one allocation, more than the device's " +
                   "CL_DEVICE_MAX_MEM_ALLOC_SIZE " + format_bytes(max_alloc_));
-  cl_int err = CL_SUCCESS;
-  cl_mem m = clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  cl_int err = injected_alloc_fault();
+  cl_mem m = err == CL_SUCCESS ? clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err) : nullptr;
   if (err != CL_SUCCESS) throw ClError("clCreateBuffer(" + label + ", " + format_bytes(bytes) + ")", err);
   Buffer b;
   b.mem_ = MemHandle(m);

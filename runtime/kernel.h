@@ -9,6 +9,7 @@
 #include "runtime/cl_error.h"
 #include "runtime/cl_handles.h"
 #include "runtime/device_memory.h"
+#include "runtime/fault_injection.h"
 #include "runtime/profiler.h"
 
 namespace infinipot::cl {
@@ -50,9 +51,11 @@ class Kernel {
       if (global.size[d] == 0) return;  // nothing to do
     const bool profile = profiling_enabled();
     const double t0 = profile ? profile_now() : 0;
-    check(clEnqueueNDRangeKernel(q, k_.get(), static_cast<cl_uint>(global.dims), nullptr, global.size.data(),
-                                 has_local ? local.size.data() : nullptr, 0, nullptr, nullptr),
-          "clEnqueueNDRangeKernel(" + name_ + ")");
+    cl_int status = injected_launch_fault();
+    if (status == CL_SUCCESS)
+      status = clEnqueueNDRangeKernel(q, k_.get(), static_cast<cl_uint>(global.dims), nullptr, global.size.data(),
+                                      has_local ? local.size.data() : nullptr, 0, nullptr, nullptr);
+    check(status, "clEnqueueNDRangeKernel(" + name_ + ")");
     if (profile) profile_record(q, name_, t0);
   }
 

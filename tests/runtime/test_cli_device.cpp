@@ -119,6 +119,36 @@ TEST(CliOpenCl, UnknownDeviceIndexOrNameListsTheDevices) {
   EXPECT_TRUE(fails_cleanly(huge, {"no device with that index"}, 1, kQuick));
 }
 
+// ---- Driver failures in the middle of a run ---------------------------------------------
+
+// The driver refusing an allocation (weights half uploaded) or a launch (the answer half
+// streamed): a clear error naming the call, the buffer or kernel and the OpenCL status, exit 1,
+// no signal, and (under the sanitizer job) nothing leaked. The faults are injected through
+// runtime/fault_injection.h.
+TEST(CliOpenCl, AllocationFailureMidUploadIsAClearError) {
+  const std::string model = test::real_model_path();
+  ASSERT_FALSE(model.empty());
+  test::ProcOptions opts;
+  opts.env["INFINIPOT_FAULT_ALLOC_AT"] = "50";  // during the weight upload
+  auto r = run_infinipot({"run", "-m", model, "-p", "hi", "-n", "4"}, opts);
+  EXPECT_TRUE(fails_cleanly(r, {"clCreateBuffer(", "CL_MEM_OBJECT_ALLOCATION_FAILURE"}, 1));
+}
+
+TEST(CliOpenCl, OutOfResourcesMidGenerationIsAClearError) {
+  const std::string model = test::real_model_path();
+  ASSERT_FALSE(model.empty());
+  test::ProcOptions opts;
+  opts.env["INFINIPOT_FAULT_LAUNCH_AT"] = "700";  // after the prompt, while decoding
+  auto r = run_infinipot({"run", "-m", model, "-p", "hi", "-n", "16"}, opts);
+  EXPECT_TRUE(fails_cleanly(r, {"clEnqueueNDRangeKernel(", "CL_OUT_OF_RESOURCES"}, 1));
+  // Perplexity, whose windows run through the GEMM and cross-entropy kernels.
+  opts.env["INFINIPOT_FAULT_LAUNCH_AT"] = "40";
+  auto p = run_infinipot({"perplexity", "-m", model, "-f",
+                          std::string(INFINIPOT_TEST_SOURCE_DIR) + "/data/perplexity.txt", "-c", "64", "--chunks", "2"},
+                         opts);
+  EXPECT_TRUE(fails_cleanly(p, {"clEnqueueNDRangeKernel(", "CL_OUT_OF_RESOURCES"}, 1));
+}
+
 // ---- A kernel that fails to compile ----------------------------------------------------
 
 // Files under `dir` whose name marks them as partial (the cache writes NAME.tmpPID and
