@@ -17,8 +17,10 @@ namespace {
 
 // One engine per KV element type: every test runs on the fp32 and the fp16 store.
 Engine& engine(const std::string& kv_type) {
-  static std::map<std::string, Engine*> engines;
-  auto& e = engines[kv_type];
+  // Never destroyed, so the engines stay reachable for LeakSanitizer at exit (a static map
+  // would be torn down first and orphan them), and no OpenCL teardown runs during exit.
+  static auto* engines = new std::map<std::string, Engine*>;
+  auto& e = (*engines)[kv_type];
   if (!e) {
     EngineOptions o;
     o.model_path = test::real_model_path();
