@@ -17,6 +17,18 @@
 #endif
 #define V4 (HEAD_DIM / 4)
 
+// Normalised output and log-sum-exp of query row i, for the GROUP heads of KV head g.
+inline void write_rows(float4 acc[GROUP][V4], const float* m, const float* s, int g, int i, __global float* out,
+                       int ldo, __global float* lse, int n_heads) {
+  for (int h = 0; h < GROUP; ++h) {
+    const int head = g * GROUP + h;
+    const float inv = 1.0f / s[h];
+    __global float* o = out + (size_t)i * ldo + head * HEAD_DIM;
+    for (int d = 0; d < V4; ++d) vstore4(acc[h][d] * inv, d, o);
+    lse[(size_t)i * n_heads + head] = m[h] + log(s[h]);
+  }
+}
+
 __kernel void attention(__global const float* q, const int ldq, __global const kv_t* k_cache,
                         __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                         const float scale, __global float* out, const int ldo, __global float* lse,
@@ -61,13 +73,7 @@ __kernel void attention(__global const float* q, const int ldq, __global const k
       for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h]), vv, acc[h][d]);
     }
   }
-  for (int h = 0; h < GROUP; ++h) {
-    const int head = g * GROUP + h;
-    const float inv = 1.0f / s[h];
-    __global float* o = out + (size_t)i * ldo + head * HEAD_DIM;
-    for (int d = 0; d < V4; ++d) vstore4(acc[h][d] * inv, d, o);
-    lse[(size_t)i * n_heads + head] = m[h] + log(s[h]);
-  }
+  write_rows(acc, m, s, g, i, out, ldo, lse, n_heads);
 }
 
 // Attention mass the query rows [r0, r1) of a chunk pay to each KV entry, summed over the
@@ -175,12 +181,6 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   if (!active) return;
-  for (int h = 0; h < GROUP; ++h) {
-    const int head = g * GROUP + h;
-    const float inv = 1.0f / s[h];
-    __global float* o = out + (size_t)i * ldo + head * HEAD_DIM;
-    for (int d = 0; d < V4; ++d) vstore4(acc[h][d] * inv, d, o);
-    lse[(size_t)i * n_heads + head] = m[h] + log(s[h]);
-  }
+  write_rows(acc, m, s, g, i, out, ldo, lse, n_heads);
 }
 #endif

@@ -39,6 +39,10 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
           w};
 }
 
+GemmLayer make_gemm(cl::Context& ctx, int max_chunk, const Sizes& s) {
+  return GemmLayer(ctx, ctx.tuning().gemm_backend, max_chunk, s.widest_in, s.largest_weight);
+}
+
 }  // namespace
 
 cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, int lm_tile) {
@@ -51,8 +55,7 @@ cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::s
 
 Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile)
     : ctx_(ctx), m_(model), kv_(kv), max_chunk_(max_chunk), lm_tile_(std::min(lm_tile, model.cfg.n_vocab)),
-      gemm_(ctx, ctx.tuning().gemm_backend, max_chunk, sizes(model.cfg, max_chunk, lm_tile_).widest_in,
-            sizes(model.cfg, max_chunk, lm_tile_).largest_weight) {
+      gemm_(make_gemm(ctx, max_chunk, sizes(model.cfg, max_chunk, lm_tile_))) {
   const LlamaConfig& c = m_.cfg;
   qkv_ld_ = (c.n_head + 2 * c.n_head_kv) * c.head_dim;
   Sizes s = sizes(c, max_chunk, lm_tile_);
