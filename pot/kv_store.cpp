@@ -11,6 +11,20 @@ uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity, bool half) 
   return 2ull * cfg.n_layer * cfg.n_head_kv * static_cast<uint64_t>(capacity) * cfg.head_dim * (half ? 2 : 4);
 }
 
+uint64_t KvStore::compaction_bytes(const LlamaConfig& cfg, int capacity, bool half) {
+  const uint64_t per_head = static_cast<uint64_t>(capacity) * cfg.n_head_kv;
+  return per_head * cfg.head_dim * (half ? 2 : 4) + 2 * per_head * sizeof(int);
+}
+
+void KvStore::ensure_compaction_buffers() {
+  if (compact_tmp_) return;
+  auto& mem = ctx_.memory();
+  const size_t per_head = size_t(cfg_.n_head_kv) * capacity_;
+  compact_tmp_ = mem.alloc(cl::MemCategory::PotScoring, keys_.at(0).bytes(), "pot.compact_copy");
+  slots_ = mem.alloc(cl::MemCategory::PotScoring, per_head * sizeof(int), "pot.survivors");
+  delta_ = mem.alloc(cl::MemCategory::PotScoring, per_head * sizeof(int), "pot.position_delta");
+}
+
 KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half)
     : ctx_(ctx), cfg_(cfg), capacity_(capacity), half_(half) {
   if (capacity <= 0) throw cl::ClError("KV capacity must be positive, got " + std::to_string(capacity));
@@ -47,13 +61,12 @@ void KvStore::compact(int layer, const std::vector<int>& keep, int n_keep) {
     if (s < 0 || s >= size_) throw cl::ClError("KV compact: slot " + std::to_string(s) + " is not filled");
   if (n_keep == 0) return;
   // Gathering in place could overwrite a slot before it is read, so go through a copy.
+  ensure_compaction_buffers();
   const size_t bytes = keys_[layer].bytes();
-  cl::Buffer keep_dev = ctx_.memory().alloc(cl::MemCategory::Scratch, keep.size() * sizeof(int), "kv.keep");
-  ctx_.write(keep_dev, keep.data(), keep.size() * sizeof(int));
-  cl::Buffer tmp = ctx_.memory().alloc(cl::MemCategory::Scratch, bytes, "kv.compact");
+  ctx_.write(slots_, keep.data(), keep.size() * sizeof(int));
   for (cl::Buffer* buf : {&keys_[layer], &values_[layer]}) {
-    ctx_.copy(*buf, tmp, bytes);
-    ops::kv_gather(ctx_, tmp, *buf, cfg_.n_head_kv, capacity_, cfg_.head_dim, keep_dev, n_keep, half_);
+    ctx_.copy(*buf, compact_tmp_, bytes);
+    ops::kv_gather(ctx_, compact_tmp_, *buf, cfg_.n_head_kv, capacity_, cfg_.head_dim, slots_, n_keep, half_);
   }
   ctx_.finish();
 }
@@ -61,9 +74,9 @@ void KvStore::compact(int layer, const std::vector<int>& keep, int n_keep) {
 void KvStore::rerotate(int layer, const std::vector<int>& delta) {
   if (delta.size() != size_t(cfg_.n_head_kv) * capacity_)
     throw cl::ClError("KV rerotate: delta must be [n_kv_heads][capacity]");
-  cl::Buffer d = ctx_.memory().alloc(cl::MemCategory::Scratch, delta.size() * sizeof(int), "kv.delta");
-  ctx_.write(d, delta.data(), delta.size() * sizeof(int));
-  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, d, size_, cfg_.rope_theta,
+  ensure_compaction_buffers();
+  ctx_.write(delta_, delta.data(), delta.size() * sizeof(int));
+  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, delta_, size_, cfg_.rope_theta,
                   half_);
   ctx_.finish();
 }

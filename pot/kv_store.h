@@ -20,6 +20,9 @@ class KvStore {
  public:
   KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half = false);
   static uint64_t bytes_needed(const LlamaConfig& cfg, int capacity, bool half = false);
+  // Device bytes compact() and rerotate() hold once used (category pot_scoring): a copy of one
+  // layer's K or V and the per-head slot and delta lists.
+  static uint64_t compaction_bytes(const LlamaConfig& cfg, int capacity, bool half = false);
   bool half() const { return half_; }
 
   int capacity() const { return capacity_; }
@@ -52,6 +55,11 @@ class KvStore {
   int next_position_ = 0;
   std::vector<cl::Buffer> keys_;    // n_layer x [n_kv_heads][capacity][head_dim]
   std::vector<cl::Buffer> values_;  // n_layer x [n_kv_heads][capacity][head_dim]
+  // Allocated on first use (the pot plans for them; a plain cache never needs them).
+  cl::Buffer compact_tmp_;          // [n_kv_heads][capacity][head_dim]: gather source
+  cl::Buffer slots_;                // [n_kv_heads][capacity] int: survivors
+  cl::Buffer delta_;                // [n_kv_heads][capacity] int: position change
+  void ensure_compaction_buffers();
 };
 
 }  // namespace infinipot

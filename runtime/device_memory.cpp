@@ -16,6 +16,7 @@ const char* category_name(MemCategory c) {
     case MemCategory::Activations: return "activations";
     case MemCategory::Scratch: return "scratch";
     case MemCategory::Gemm: return "gemm";
+    case MemCategory::PotScoring: return "pot_scoring";
     default: return "?";
   }
 }

@@ -14,7 +14,9 @@
 
 namespace infinipot::cl {
 
-enum class MemCategory { Weights = 0, KvCache, Activations, Scratch, Gemm, kCount };
+// PotScoring: the memory pot's scoring and compaction buffers (CaP attention mass, survivor
+// and position-delta lists, the compaction copy), apart from the pot's K/V (kv_cache).
+enum class MemCategory { Weights = 0, KvCache, Activations, Scratch, Gemm, PotScoring, kCount };
 const char* category_name(MemCategory c);
 constexpr size_t kNumCategories = static_cast<size_t>(MemCategory::kCount);
 

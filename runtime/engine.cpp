@@ -13,7 +13,18 @@ Engine::Engine(const EngineOptions& opts)
 
 Engine::~Engine() = default;
 
-std::vector<TokenId> Engine::chat_prompt(const std::string& system, const std::string& user) const {
+std::vector<TokenId> PromptParts::all() const {
+  std::vector<TokenId> out(prefix);
+  for (const auto* part : {&body, &question, &tail}) out.insert(out.end(), part->begin(), part->end());
+  return out;
+}
+
+PromptParts Engine::prompt_parts(const std::string& system, const std::string& document, const std::string& question,
+                                 bool raw) const {
+  PromptParts p;
+  p.body = tokenizer_->encode(document, false, false);
+  if (!question.empty()) p.question = tokenizer_->encode("\n\n" + question, false, false);
+  if (raw) return p;
   // Render with a sentinel in place of the user's text, then tokenize the template parts
   // with special-token parsing and the user's text without.
   static const std::string kSentinel = "\x01infinipot-user-text\x01";
@@ -23,15 +34,31 @@ std::vector<TokenId> Engine::chat_prompt(const std::string& system, const std::s
   const std::string rendered = template_->render(msgs, /*add_generation_prompt=*/true);
   const size_t at = rendered.find(kSentinel);
   if (at == std::string::npos) throw std::logic_error("chat template dropped the user message");
-  std::vector<TokenId> out = tokenizer_->encode(rendered.substr(0, at), false, true);
-  const auto body = tokenizer_->encode(user, false, false);
-  const auto tail = tokenizer_->encode(rendered.substr(at + kSentinel.size()), false, true);
-  out.insert(out.end(), body.begin(), body.end());
-  out.insert(out.end(), tail.begin(), tail.end());
+  p.prefix = tokenizer_->encode(rendered.substr(0, at), false, true);
+  p.tail = tokenizer_->encode(rendered.substr(at + kSentinel.size()), false, true);
+  return p;
+}
+
+std::vector<TokenId> Engine::chat_prompt(const std::string& system, const std::string& user) const {
+  return prompt_parts(system, user, "").all();
+}
+
+std::vector<TokenId> Engine::catalyst_prompt(const PromptParts& parts, const std::string& text) const {
+  std::vector<TokenId> out = tokenizer_->encode("\n\n" + text, false, false);
+  out.insert(out.end(), parts.tail.begin(), parts.tail.end());
   return out;
 }
 
-void Engine::prepare(int kv_capacity) {
+void Engine::prepare(int kv_capacity) { prepare_device(kv_capacity, false); }
+
+void Engine::prepare_pot(const PotOptions& pot) {
+  if (pot.keep <= 0 || pot.keep >= pot.capacity) throw std::logic_error("prepare_pot: resolve the pot options first");
+  prepare_device(pot.capacity, true);
+  pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, pot);
+}
+
+void Engine::prepare_device(int kv_capacity, bool with_pot) {
+  pot_.reset();
   forward_.reset();
   kv_.reset();
   model_.reset();
@@ -49,8 +76,9 @@ void Engine::prepare(int kv_capacity) {
   cl::MemoryPlan plan = Forward::plan(cfg_, chunk_, ctx_->tuning().gemm_backend);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
   plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
+  if (with_pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_);
   const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1, kv_half_);
-  ctx_->memory().check_plan(plan, "a smaller KV capacity (" + std::to_string(kv_capacity) + " entries take " +
+  ctx_->memory().check_plan(plan, std::string(with_pot ? "a smaller --pot (" : "a smaller KV capacity (") + std::to_string(kv_capacity) + " entries take " +
                                       cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " +
                                       cl::format_bytes(per_entry) + " per token)" +
                                       (kv_half_ ? "" : ", or --kv-type f16 to halve it"));

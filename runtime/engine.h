@@ -1,6 +1,7 @@
 // The engine a command runs: the model file and tokenizer on the host, then (prepare) the
 // OpenCL context, weights, KV store and forward pass on the device under one budget.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "model_loader/model_config.h"
 #include "model_loader/tokenizer.h"
 #include "pot/kv_store.h"
+#include "pot/memory_pot.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"
 #include "runtime/model_weights.h"
@@ -45,6 +47,15 @@ struct GenerateResult {
   std::string stop_reason;    // "eos" | "length"
 };
 
+// A prompt in the parts the memory pot treats differently.
+struct PromptParts {
+  std::vector<TokenId> prefix;    // template before the user's text (system prompt, user header): pinned
+  std::vector<TokenId> body;      // the user's text / document: read through the pot
+  std::vector<TokenId> question;  // "\n\n" + question, as text (empty without one)
+  std::vector<TokenId> tail;      // template after the user's text (end of turn, assistant header)
+  std::vector<TokenId> all() const;
+};
+
 class Engine {
  public:
   // Opens and validates the model and its tokenizer (no device work yet).
@@ -60,10 +71,21 @@ class Engine {
   // default). The user's text is data: control-token text inside it ("<|im_end|>") stays
   // text; only the template's own markers become special tokens.
   std::vector<TokenId> chat_prompt(const std::string& system, const std::string& user) const;
+  // The same turn in parts: user text = document, then "\n\n" + question when one is given.
+  // raw: no template (prefix and tail empty).
+  PromptParts prompt_parts(const std::string& system, const std::string& document, const std::string& question,
+                           bool raw = false) const;
+  // The catalyst prompt (CaP): text asked where the question will be, in the same template,
+  // so it attends to the pot the way the real question will.
+  std::vector<TokenId> catalyst_prompt(const PromptParts& parts, const std::string& text) const;
 
   // Creates the device side for a KV capacity of kv_capacity entries. Checks the whole
   // memory plan against the budget first; throws BudgetError naming the minimum.
   void prepare(int kv_capacity);
+  // With a memory pot: the KV store holds pot.capacity entries and the pot's scoring buffers
+  // are planned and allocated too. pot must come from MemoryPot::resolve.
+  void prepare_pot(const PotOptions& pot);
+  MemoryPot* pot() { return pot_.get(); }
   cl::Context& context() { return *ctx_; }
   KvStore& kv() { return *kv_; }
   Forward& forward() { return *forward_; }
@@ -72,9 +94,16 @@ class Engine {
 
   // Feeds the prompt (chunked prefill) then samples until EOS/end-of-turn or n_predict.
   GenerateResult generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts);
+  // Reads the prompt through the memory pot (prepare_pot): prefix pinned, body distilled as it
+  // overflows, question and tail appended whole; then samples as generate() does.
+  GenerateResult generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst, const GenerateOptions& opts);
   nlohmann::json memory_report() const;
 
  private:
+  void prepare_device(int kv_capacity, bool with_pot);
+  // Samples from logits until EOS or n_predict, evaluating each token (the prompt is in).
+  void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
+              GenerateResult& r);
   EngineOptions opts_;
   gguf::GgufFile file_;
   LlamaConfig cfg_;
@@ -85,6 +114,7 @@ class Engine {
   std::unique_ptr<DeviceModel> model_;
   std::unique_ptr<KvStore> kv_;
   std::unique_ptr<Forward> forward_;
+  std::unique_ptr<MemoryPot> pot_;
   int chunk_ = 512;
   bool kv_half_ = false;
 };

@@ -39,7 +39,6 @@ GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const Genera
                                 std::to_string(kv_->capacity()));
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.size());
-  Sampler sampler(opts.sampler);
   const auto t0 = Clock::now();
   kv_->reset();
   for (size_t i = 0; i < prompt.size(); i += chunk_) {
@@ -47,14 +46,45 @@ GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const Genera
     forward_->eval(part);
   }
   r.prefill_s = seconds_since(t0);
-  if (opts.n_predict == 0) {
-    r.stop_reason = "length";
-    return r;
+  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  return r;
+}
+
+GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst,
+                                const GenerateOptions& opts) {
+  if (!pot_) throw cl::ClError("generate: prepare_pot() was not called");
+  if (prompt.body.empty()) throw std::invalid_argument("the document is empty: give text with -p or -f");
+  if (opts.n_predict < 0) throw std::invalid_argument("-n must be >= 0");
+  // The question and the template's tail are appended whole after the document. With
+  // neither (raw text), the last document token plays that part, so the first answer token is
+  // always sampled from a row of the prompt and never from the catalyst prompt.
+  std::vector<TokenId> body(prompt.body);
+  std::vector<TokenId> final_part(prompt.question);
+  final_part.insert(final_part.end(), prompt.tail.begin(), prompt.tail.end());
+  if (final_part.empty()) {
+    final_part.push_back(body.back());
+    body.pop_back();
   }
-  std::vector<float> logits = forward_->last_logits();
+  PotLayout layout{static_cast<int>(prompt.prefix.size()), static_cast<int>(catalyst.size()),
+                   static_cast<int>(body.size()), static_cast<int>(final_part.size()) + opts.n_predict};
+  MemoryPot::resolve(pot_->options(), layout);  // throws when this prompt does not fit
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int>(prompt.prefix.size() + body.size() + final_part.size());
+  const auto t0 = Clock::now();
+  pot_->begin(prompt.prefix, catalyst);
+  pot_->read(body, final_part.front());
+  pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
+  r.prefill_s = seconds_since(t0);
+  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  return r;
+}
+
+void Engine::decode(std::vector<float> logits, const GenerateOptions& opts, Clock::time_point t0, GenerateResult& r) {
+  r.stop_reason = "length";
+  if (opts.n_predict == 0) return;
+  Sampler sampler(opts.sampler);
   const auto t_decode = Clock::now();
   std::string pending;  // bytes not yet streamed (incomplete UTF-8)
-  r.stop_reason = "length";
   for (int i = 0; i < opts.n_predict; ++i) {
     const TokenId tok = sampler.sample(logits);
     if (i == 0) r.ttft_s = seconds_since(t0);
@@ -75,7 +105,6 @@ GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const Genera
   }
   if (opts.on_text && !pending.empty()) opts.on_text(pending);
   r.decode_s = seconds_since(t_decode);
-  return r;
 }
 
 }  // namespace infinipot

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <memory>
 
+#include "pot/memory_pot.h"
 #include "runtime/engine.h"
 #include "tools/cli_common.h"
 
@@ -20,7 +21,60 @@ struct RunOpts {
   int chunk = 0;
   bool json = false;
   bool raw = false;
+  // Memory pot (InfiniPot): off unless --pot is given.
+  int pot = 0;
+  int keep = 0;
+  float nuc_ratio = 0.5f;
+  std::string catalyst;
+  bool catalyst_given = false;
+  std::string pot_policy = "infinipot";
+  bool no_cr_rope = false;
+  int pool = 0;
 };
+
+// The general catalyst prompt (CaP-G) when no question is known in advance.
+const char* kGeneralCatalyst =
+    "Summarize the text above. List its key facts, names, numbers, dates and events.";
+
+nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
+  const PotOptions& o = pot.options();
+  const PotStats& s = pot.stats();
+  return {{"capacity", o.capacity},         {"keep", o.keep},
+          {"pinned", pot.pinned()},         {"catalyst_tokens", catalyst_tokens},
+          {"nuc_slots", pot.nuc_slots()},   {"nuc_ratio", o.nuc_ratio},
+          {"policy", pot_policy_name(o.policy)}, {"cr_rope", o.cr_rope},
+          {"cycles", s.cycles},             {"tokens_read", s.tokens_read},
+          {"max_position", s.max_position}, {"catalyst_s", s.catalyst_s},
+          {"novelty_s", s.novelty_s},       {"compact_s", s.compact_s}};
+}
+
+void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
+
+// run with --pot: the document streams through the memory pot.
+void run_in_pot(const RunOpts& o, Engine& engine, const PromptParts& parts) {
+  PotOptions po;
+  po.capacity = o.pot;
+  po.keep = o.keep;
+  po.nuc_ratio = o.nuc_ratio;
+  po.policy = parse_pot_policy(o.pot_policy);
+  po.cr_rope = !o.no_cr_rope;
+  po.pool = o.pool;
+  // CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
+  const std::string cap_text = o.catalyst_given ? o.catalyst : !o.question.empty() ? o.question : kGeneralCatalyst;
+  const std::vector<TokenId> catalyst =
+      po.policy == PotPolicy::InfiniPot ? engine.catalyst_prompt(parts, cap_text) : std::vector<TokenId>{};
+  const int final_tokens = static_cast<int>(parts.question.size() + std::max<size_t>(parts.tail.size(), 1)) + o.n_predict;
+  const int body = static_cast<int>(parts.body.size()) - (parts.question.empty() && parts.tail.empty() ? 1 : 0);
+  po = MemoryPot::resolve(po, {static_cast<int>(parts.prefix.size()), static_cast<int>(catalyst.size()), body, final_tokens});
+  engine.prepare_pot(po);
+
+  GenerateOptions go;
+  go.n_predict = o.n_predict;
+  go.sampler = {o.temp, o.top_k, o.top_p, o.seed};
+  if (!o.json) go.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
+  const GenerateResult r = engine.generate(parts, catalyst, go);
+  print_summary(engine, r, {{"pot", pot_report(*engine.pot(), static_cast<int>(catalyst.size()))}}, o.json);
+}
 
 void run(const RunOpts& o, bool have_prompt, bool have_file) {
   if (have_prompt == have_file) throw std::invalid_argument("run needs exactly one of -p PROMPT or -f FILE");
@@ -28,9 +82,14 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   std::string user = have_file ? read_text_file(o.file, "document") : o.prompt;
   require_utf8(user, have_file ? "document '" + o.file + "'" : "prompt");
   require_utf8(o.question, "question");
+  require_utf8(o.catalyst, "catalyst prompt");
   if (user.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument(have_file ? "document '" + o.file + "' is empty" : "the prompt is empty");
-  if (!o.question.empty()) user += "\n\n" + o.question;
+  const bool use_pot = o.pot > 0;
+  if (!use_pot && (o.keep || o.catalyst_given || o.no_cr_rope || o.pot_policy != "infinipot"))
+    throw std::invalid_argument("--keep, --catalyst, --pot-policy and --no-cr-rope set up the memory pot: give --pot N too");
+  if (o.catalyst_given && o.catalyst.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw std::invalid_argument("--catalyst is empty: give the text the catalyst prompt should ask, or leave it out");
 
   EngineOptions eo;
   eo.model_path = o.model;
@@ -41,8 +100,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   Engine engine(eo);
 
   // The user's text is data: only the chat template's own markers become special tokens.
-  const std::vector<TokenId> prompt =
-      o.raw ? engine.tokenizer().encode(user, false, false) : engine.chat_prompt(o.system, user);
+  const PromptParts parts = engine.prompt_parts(o.system, user, o.question, o.raw);
+  if (use_pot) return run_in_pot(o, engine, parts);
+  const std::vector<TokenId> prompt = parts.all();
   const int needed = static_cast<int>(prompt.size()) + o.n_predict;
   int capacity = o.ctx > 0 ? o.ctx : needed;
   if (needed > capacity)
@@ -52,21 +112,24 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
                                 "; raise --ctx or shorten the input");
   if (needed > engine.config().n_ctx_train && !o.json)
     std::fprintf(stderr, "note: %d tokens exceed the model's training context (%d); a full KV cache reads "
-                 "past it, quality may drop\n", needed, engine.config().n_ctx_train);
+                 "past it, quality may drop (--pot N reads it through the memory pot instead)\n", needed, engine.config().n_ctx_train);
   engine.prepare(capacity);
 
   GenerateOptions go;
   go.n_predict = o.n_predict;
   go.sampler = {o.temp, o.top_k, o.top_p, o.seed};
   if (!o.json) go.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
-  GenerateResult r = engine.generate(prompt, go);
+  const GenerateResult r = engine.generate(prompt, go);
+  print_summary(engine, r, {{"kv_capacity", capacity}}, o.json);
+}
 
+void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json) {
   const auto mem = engine.memory_report();
   const double prefill_tps = r.prefill_s > 0 ? r.prompt_tokens / r.prefill_s : 0;
   const double decode_tps = r.decode_s > 0 && r.tokens.size() > 1 ? (r.tokens.size() - 1) / r.decode_s : 0;
   nlohmann::json by_cat = nlohmann::json::object();
   for (auto it = mem["by_category"].begin(); it != mem["by_category"].end(); ++it) by_cat[it.key()] = it.value()["peak"];
-  if (o.json) {
+  if (json) {
     nlohmann::json j = {{"text", r.text},
                         {"prompt_tokens", r.prompt_tokens},
                         {"generated_tokens", r.tokens.size()},
@@ -77,9 +140,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
                         {"peak_device_bytes", mem["peak"]},
                         {"device_mem_budget", mem["budget"]},
                         {"device_bytes", by_cat},
-                        {"kv_capacity", capacity},
                         {"kv_type", engine.kv_half() ? "f16" : "f32"},
                         {"device", engine.context().device().name}};
+    j.update(extra);
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     return;
   }
@@ -87,6 +150,14 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
                r.stop_reason.c_str(), engine.context().device().name.c_str());
   std::fprintf(stderr, "--- prefill %.1f tok/s, decode %.1f tok/s, time to first token %.2f s\n", prefill_tps,
                decode_tps, r.ttft_s);
+  if (extra.contains("pot")) {
+    const auto& p = extra["pot"];
+    std::fprintf(stderr, "--- pot %d entries (keep %d, %d pinned, catalyst %d tokens, %d NuC slots): %d distillations; "
+                 "catalyst %.2f s, novelty %.2f s, compaction %.2f s\n", p["capacity"].get<int>(), p["keep"].get<int>(),
+                 p["pinned"].get<int>(), p["catalyst_tokens"].get<int>(), p["nuc_slots"].get<int>(),
+                 p["cycles"].get<int>(), p["catalyst_s"].get<double>(), p["novelty_s"].get<double>(),
+                 p["compact_s"].get<double>());
+  }
   std::fprintf(stderr, "--- peak device memory %s of budget %s (", cl::format_bytes(mem["peak"]).c_str(),
                cl::format_bytes(mem["budget"]).c_str());
   bool first = true;
@@ -124,6 +195,22 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"auto", "f16", "f32"}));
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--system", o->system, "System prompt (default: the model template's)");
+  auto* pot = sub->add_option("--pot", o->pot, "Memory pot: read the input through a KV store of N entries with "
+                              "InfiniPot's continual context distillation (default: off, a full KV cache)")
+                  ->check(CLI::Range(1, 1 << 24));
+  pot->excludes(sub->get_option("--ctx"));
+  sub->add_option("--keep", o->keep, "Pot entries left after a distillation, chat prefix included (default: --pot / 2)")
+      ->check(CLI::Range(1, 1 << 24));
+  sub->add_option("--nuc-ratio", o->nuc_ratio, "Share of the kept entries chosen by novelty (NuC) before catalyst "
+                  "attention (CaP)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+  sub->add_option("--catalyst", o->catalyst, "Catalyst prompt text (default: the -q question, else a general "
+                  "summarize instruction)")->each([o](const std::string&) { o->catalyst_given = true; });
+  sub->add_option("--pot-policy", o->pot_policy, "Which entries survive: infinipot (CaP + NuC) or recent "
+                  "(chat prefix + latest text, a StreamingLLM-style baseline)")
+      ->capture_default_str()->check(CLI::IsMember({"infinipot", "recent"}));
+  sub->add_option("--pot-pool", o->pool, "Max-pool scores over +-N neighbouring entries so phrases survive whole")
+      ->capture_default_str()->check(CLI::Range(0, 64));
+  sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE)");
   sub->add_flag("--raw", o->raw, "Feed the text as is, without the chat template");
   sub->add_flag("--json", o->json, "Print one JSON object with the answer and the figures");
   sub->callback([o, p, f] { run(*o, static_cast<bool>(*p), static_cast<bool>(*f)); });

@@ -108,7 +108,7 @@ TEST_F(CliOutputs, RunJsonHasTheDocumentedFieldsAndStaysWithinTheBudget) {
   const json& cats = j["device_bytes"];
   ASSERT_TRUE(cats.is_object()) << j.dump();
   uint64_t sum = 0;
-  for (const char* cat : {"weights", "kv_cache", "activations", "scratch", "gemm"}) {
+  for (const char* cat : {"weights", "kv_cache", "activations", "scratch", "gemm", "pot_scoring"}) {
     ASSERT_TRUE(cats.contains(cat)) << "device_bytes lacks \"" << cat << "\": " << cats.dump();
     sum += cats[cat].get<uint64_t>();
   }
