@@ -1,0 +1,402 @@
+// The memory-pot flags of `infinipot run` through the real binary (issue: "a pot smaller than
+// the chat prefix plus catalyst prompt, --keep not below --pot: each a clear error or a
+// documented behaviour, never a crash"). Every refusal must end by itself, quickly, with the
+// documented exit code (2: a usage error caught while parsing flags; 1: any other error; 3:
+// the device memory budget) and a message naming the flag and the numbers. Then a few real
+// runs: a small pot that must distill, the recent policy, the CR-RoPE ablation, the catalyst
+// prompt's source, and the budget check with a pot.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "runtime/device_memory.h"
+#include "tests/support/cli_process.h"
+#include "tests/support/gguf_test_util.h"
+
+namespace infinipot {
+namespace {
+
+using nlohmann::json;
+using test::fails_cleanly;
+using test::run_infinipot;
+using test::succeeded;
+using test::TempDir;
+
+constexpr double kQuick = 30;    // seconds: every refusal here comes before any device work
+constexpr double kRun = 600;     // a real run through a small pot (kernels possibly compiled from cold)
+
+void write_text(const std::string& path, const std::string& text) {
+  test::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+// ~1,500 tokens of made-up facts: much more than the pots below hold.
+std::string long_document() {
+  static const char* towns[] = {"Avalon",    "Brindle",  "Cresthaven", "Dunmore", "Elmsworth",
+                                "Fairhollow", "Glenrock", "Harrowgate", "Ironvale", "Juniper Bay"};
+  static const char* colours[] = {"red", "blue", "green", "amber", "violet", "silver", "golden", "white"};
+  std::string doc;
+  for (int i = 0; i < 43; ++i)
+    doc += "In the year " + std::to_string(1700 + i * 3) + ", the town of " + towns[i % 10] + " painted its " +
+           std::to_string(i + 1) + "th bridge " + colours[(i * 3) % 8] + ", and " + std::to_string(40 + i * 7) +
+           " people came to see it.\n";
+  return doc;
+}
+
+// The integer right after the first match of `regex_prefix` in `text` (-1 if none).
+long long number_after(const std::string& text, const std::string& regex_prefix) {
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(regex_prefix + "(-?[0-9]+)"))) return -1;
+  return std::stoll(m[1].str());
+}
+
+class CliPot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = test::real_model_path();
+    ASSERT_FALSE(model_.empty());
+    long_doc_ = dir_.file("long.txt");
+    short_doc_ = dir_.file("short.txt");
+    write_text(long_doc_, long_document());
+    write_text(short_doc_, "Hello there.\n");
+  }
+  // `run -m MODEL` followed by `args`.
+  test::ProcResult run(const std::vector<std::string>& args, double timeout_s = kRun) {
+    std::vector<std::string> all = {"run", "-m", model_};
+    all.insert(all.end(), args.begin(), args.end());
+    return run_infinipot(all, {{}, timeout_s});
+  }
+  // A run with --json that must succeed; its JSON (an empty object on failure).
+  json run_json(std::vector<std::string> args) {
+    args.push_back("--json");
+    last_ = run(args);
+    EXPECT_TRUE(succeeded(last_));
+    if (last_.exit_code != 0) return json::object();
+    try {
+      return json::parse(last_.out);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "stdout is not JSON (" << e.what() << "): " << last_.describe();
+      return json::object();
+    }
+  }
+  // Tokens of `text` (the tokenize subcommand: no device work).
+  int token_count(const std::vector<std::string>& input) {
+    std::vector<std::string> all = {"tokenize", "-m", model_, "--json"};
+    all.insert(all.end(), input.begin(), input.end());
+    auto r = run_infinipot(all, {{}, kQuick});
+    EXPECT_TRUE(succeeded(r));
+    if (r.exit_code != 0) return -1;
+    return static_cast<int>(json::parse(r.out).at("tokens").size());
+  }
+  std::string model_, long_doc_, short_doc_;
+  TempDir dir_;
+  test::ProcResult last_;
+};
+
+// ---- Refusals: the pot's layout --------------------------------------------------------
+
+TEST_F(CliPot, PotSmallerThanChatPrefixPlusCatalystNamesTheMinimum) {
+  auto r = run({"-f", long_doc_, "--pot", "10"}, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"--pot 10 cannot hold", "chat prefix (", "catalyst prompt (", "use --pot "}, 1, kQuick));
+  const long long pinned = number_after(r.err, "chat prefix \\("), catalyst = number_after(r.err, "catalyst prompt \\(");
+  const long long minimum = number_after(r.err, "use --pot ");
+  ASSERT_GT(pinned, 0) << r.err;
+  ASSERT_GT(catalyst, 0) << r.err;
+  // prefix + one kept entry + catalyst + one new token.
+  EXPECT_EQ(minimum, pinned + catalyst + 2) << r.err;
+
+  // Tight: one below the minimum is refused for the same reason, naming the same minimum...
+  const std::string below = std::to_string(minimum - 1), at = std::to_string(minimum);
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", below}, kQuick),
+                            {"--pot " + below + " cannot hold", "use --pot " + at + " or more"}, 1, kQuick));
+  // ...and at the minimum (with the one --keep that fits it) the pot's size is no longer the
+  // problem: an -n far too large is what is refused now.
+  auto ok_size = run({"-f", long_doc_, "--pot", at, "--keep", std::to_string(pinned + 1), "-n", "1000"}, kQuick);
+  EXPECT_TRUE(fails_cleanly(ok_size, {"lower -n or --keep"}, 1, kQuick));
+  EXPECT_EQ(ok_size.err.find("cannot hold"), std::string::npos) << ok_size.describe();
+
+  // A long --catalyst (or --system) raises the minimum, and the message says which to shorten.
+  std::string long_catalyst;
+  for (int i = 0; i < 60; ++i) long_catalyst += "word ";
+  auto big = run({"-f", long_doc_, "--pot", "64", "--catalyst", long_catalyst}, kQuick);
+  ASSERT_TRUE(fails_cleanly(big, {"--pot 64 cannot hold", "shorter --system / --catalyst"}, 1, kQuick));
+  EXPECT_GT(number_after(big.err, "catalyst prompt \\("), 60) << "60 words and the template tail: " << big.err;
+  EXPECT_EQ(number_after(big.err, "chat prefix \\("), pinned) << big.err;
+  auto sys = run({"-f", long_doc_, "--pot", at, "--keep", std::to_string(pinned + 1), "--system", long_catalyst}, kQuick);
+  ASSERT_TRUE(fails_cleanly(sys, {"--pot " + at + " cannot hold", "chat prefix ("}, 1, kQuick));
+  EXPECT_GT(number_after(sys.err, "chat prefix \\("), pinned + 30) << sys.err;
+}
+
+TEST_F(CliPot, KeepEqualToOrAbovePotIsRefused) {
+  for (const std::string keep : {"100", "101", "5000"}) {
+    SCOPED_TRACE(keep);
+    EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "100", "--keep", keep}, kQuick),
+                              {"--keep " + keep + " must be below --pot 100", "free room"}, 1, kQuick));
+  }
+  // --keep 0 and negative values are usage errors (the default is --pot / 2: leave it out).
+  for (const std::string keep : {"0", "-3", "many"}) {
+    SCOPED_TRACE(keep);
+    EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "100", "--keep", keep}, kQuick), {"--keep", keep}, 2, kQuick));
+  }
+}
+
+TEST_F(CliPot, KeepNotAboveThePinnedChatPrefixIsRefused) {
+  auto r = run({"-f", long_doc_, "--pot", "100", "--keep", "1"}, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"--keep 1 leaves no room for the document", "chat prefix alone pins ", "use --keep "}, 1,
+                            kQuick));
+  const long long pinned = number_after(r.err, "pins "), suggested = number_after(r.err, "use --keep ");
+  ASSERT_GT(pinned, 1) << r.err;
+  EXPECT_EQ(suggested, pinned + 1) << r.err;
+  // Exactly the prefix is refused too; one more gets past this check (an -n far too large
+  // is what is refused then).
+  const std::string p = std::to_string(pinned), p1 = std::to_string(pinned + 1);
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "100", "--keep", p}, kQuick),
+                            {"--keep " + p + " leaves no room", "use --keep " + p1 + " or more"}, 1, kQuick));
+  auto next = run({"-f", long_doc_, "--pot", "100", "--keep", p1, "-n", "1000"}, kQuick);
+  EXPECT_TRUE(fails_cleanly(next, {"lower -n or --keep"}, 1, kQuick));
+  EXPECT_EQ(next.err.find("leaves no room"), std::string::npos) << next.describe();
+}
+
+TEST_F(CliPot, KeepPlusCatalystFillingThePotIsRefused) {
+  // 99 = --pot - 1 passes "below --pot" but leaves no room beside the catalyst prompt.
+  auto r = run({"-f", long_doc_, "--pot", "100", "--keep", "99"}, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"--keep 99 plus the catalyst prompt (", "fills --pot 100", "no room to read on",
+                                "use --keep "}, 1, kQuick));
+  const long long catalyst = number_after(r.err, "catalyst prompt \\("), most = number_after(r.err, "use --keep ");
+  ASSERT_GT(catalyst, 0) << r.err;
+  EXPECT_EQ(most, 100 - catalyst - 1) << r.err;
+  // Tight: one above the named maximum is refused, the maximum gets past this check.
+  const std::string above = std::to_string(most + 1), at = std::to_string(most);
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "100", "--keep", above}, kQuick),
+                            {"--keep " + above + " plus the catalyst prompt", "use --keep " + at + " or less"}, 1, kQuick));
+  auto ok_keep = run({"-f", long_doc_, "--pot", "100", "--keep", at, "-n", "1000"}, kQuick);
+  EXPECT_TRUE(fails_cleanly(ok_keep, {"lower -n or --keep"}, 1, kQuick));
+  EXPECT_EQ(ok_keep.err.find("no room to read on"), std::string::npos) << ok_keep.describe();
+  // The recent policy has no catalyst prompt: --keep 99 of 100 is a valid (if busy) pot.
+  auto recent = run({"-f", long_doc_, "--pot", "100", "--keep", "99", "--pot-policy", "recent", "-n", "1000"}, kQuick);
+  EXPECT_TRUE(fails_cleanly(recent, {"lower -n or --keep"}, 1, kQuick));
+  EXPECT_EQ(recent.err.find("catalyst prompt"), std::string::npos) << recent.describe();
+}
+
+TEST_F(CliPot, NPredictTooLargeForAnOverflowingDocumentButFineForOneThatFits) {
+  // The long document overflows --pot 64, so after its last distillation the pot keeps 30
+  // entries and the question, template tail and -n 30 answer tokens must fit beside them.
+  auto r = run({"-f", long_doc_, "--pot", "64", "--keep", "30", "-n", "30"}, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"keeps 30 entries", "more than --pot 64", "lower -n or --keep, or raise --pot to "}, 1,
+                            kQuick));
+  const long long need = number_after(r.err, "need "), raise_to = number_after(r.err, "raise --pot to ");
+  EXPECT_GT(need, 30) << "the answer's 30 tokens plus the template tail: " << r.err;
+  EXPECT_EQ(raise_to, 30 + need) << r.err;
+  // Tight: one below the named pot is still refused, naming the same pot.
+  const std::string below = std::to_string(raise_to - 1);
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", below, "--keep", "30", "-n", "30"}, kQuick),
+                            {"more than --pot " + below, "raise --pot to " + std::to_string(raise_to)}, 1, kQuick));
+
+  // The same -n with a document the pot holds whole (prefix + text + tail + answer <= 64):
+  // accepted, and nothing is distilled.
+  const json j = run_json({"-f", short_doc_, "--pot", "64", "--keep", "30", "-n", "30"});
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  const int prompt_tokens = j.at("prompt_tokens").get<int>();
+  EXPECT_LE(prompt_tokens + 30, 64) << last_.describe();
+  EXPECT_EQ(j["pot"].at("cycles").get<int>(), 0) << last_.describe();
+  EXPECT_EQ(j["pot"].at("capacity").get<int>(), 64);
+  EXPECT_EQ(j["pot"].at("keep").get<int>(), 30);
+  EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
+  // One answer token more than fits whole: now it has to go through the pot and is refused.
+  const std::string too_many = std::to_string(64 - prompt_tokens + 1);
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "64", "--keep", "30", "-n", too_many}, kQuick),
+                            {"keeps 30 entries", "lower -n or --keep"}, 1, kQuick));
+}
+
+// ---- Refusals: flags ------------------------------------------------------------------
+
+TEST_F(CliPot, PotWithCtxIsAUsageError) {
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--ctx", "200"}, kQuick), {"--ctx", "--pot", "excludes"},
+                            2, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--ctx", "200", "--pot", "100"}, kQuick), {"--ctx", "--pot", "excludes"},
+                            2, kQuick));
+}
+
+TEST_F(CliPot, PotFlagsWithoutPotAreRefused) {
+  const std::vector<std::vector<std::string>> cases = {{"--keep", "40"},
+                                                       {"--catalyst", "What year?"},
+                                                       {"--pot-policy", "recent"},
+                                                       {"--no-cr-rope"},
+                                                       {"--pot-pool", "3"}};
+  for (const auto& flag : cases) {
+    SCOPED_TRACE(flag[0]);
+    std::vector<std::string> args = {"-f", short_doc_, "-n", "2"};
+    args.insert(args.end(), flag.begin(), flag.end());
+    EXPECT_TRUE(fails_cleanly(run(args, kQuick), {flag[0], "give --pot N too"}, 1, kQuick));
+  }
+  // Also with --ctx, where a user might think the flags tune the full KV cache.
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--ctx", "200", "--keep", "40"}, kQuick), {"--keep", "give --pot N too"},
+                            1, kQuick));
+}
+
+TEST_F(CliPot, NucRatioOutOfRange) {
+  for (const std::string ratio : {"1.5", "-0.1", "inf", "half"}) {
+    SCOPED_TRACE(ratio);
+    EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--nuc-ratio", ratio}, kQuick),
+                              {"--nuc-ratio", ratio}, 2, kQuick));
+  }
+  // NaN slips past CLI11's range check (every comparison is false); the pot refuses it.
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--nuc-ratio", "nan"}, kQuick),
+                            {"--nuc-ratio must lie in [0, 1]", "nan"}, 1, kQuick));
+}
+
+TEST_F(CliPot, MalformedPotSizes) {
+  for (const std::string pot : {"0", "-5", "abc", "99999999", "1.5", ""}) {
+    SCOPED_TRACE(pot);
+    EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", pot}, kQuick), {"--pot", pot}, 2, kQuick));
+  }
+}
+
+TEST_F(CliPot, UnknownPotPolicyAndPoolOutOfRange) {
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-policy", "bogus"}, kQuick),
+                            {"--pot-policy", "bogus", "infinipot", "recent"}, 2, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-policy", "INFINIPOT"}, kQuick),
+                            {"--pot-policy", "INFINIPOT"}, 2, kQuick));
+  for (const std::string pool : {"999", "65", "-1", "x"}) {
+    SCOPED_TRACE(pool);
+    EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-pool", pool}, kQuick), {"--pot-pool", pool}, 2,
+                              kQuick));
+  }
+}
+
+TEST_F(CliPot, EmptyWhitespaceAndInvalidUtf8Catalyst) {
+  for (const std::string text : {std::string(), std::string(" \t\r\n ")}) {
+    EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--catalyst", text}, kQuick),
+                              {"--catalyst is empty"}, 1, kQuick));
+  }
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--catalyst", "ab\xff" "cd"}, kQuick),
+                            {"catalyst prompt", "not valid UTF-8", "offset 2"}, 1, kQuick));
+  // A truncated multi-byte sequence at the end, and a lone surrogate.
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--catalyst", "Which year\xe2\x82"}, kQuick),
+                            {"catalyst prompt", "not valid UTF-8", "offset 10"}, 1, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--catalyst", "\xed\xa0\x80"}, kQuick),
+                            {"catalyst prompt", "not valid UTF-8", "offset 0"}, 1, kQuick));
+}
+
+TEST_F(CliPot, DeviceMemTooSmallForThePotExits3NamingTheMinimum) {
+  auto r = run({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--device-mem", "50M"}, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"device memory budget", "too small", "kv_cache", "pot_scoring",
+                                "Minimum that works: --device-mem ", "a smaller --pot (256 entries"}, 3, kQuick));
+  const std::string minimum = test::device_mem_in(r.err);
+  ASSERT_FALSE(minimum.empty()) << r.describe();
+  EXPECT_GT(cl::parse_byte_size(minimum), cl::parse_byte_size("50M"));
+  // The largest --pot the flag allows asks for hundreds of GiB: refused by the plan, before
+  // any allocation, not an overflow or an allocation failure.
+  auto huge = run({"-f", short_doc_, "--pot", "16777216", "-n", "1"}, kQuick);
+  EXPECT_TRUE(fails_cleanly(huge, {"too small", "a smaller --pot (16777216 entries", "Minimum that works: --device-mem "},
+                            3, kQuick));
+  EXPECT_EQ(huge.err.find("exceeded allocating"), std::string::npos) << huge.describe();
+}
+
+// ---- Known gaps (disabled until the binary is fixed; see the test's comment) -------------
+
+// --nuc-ratio only tunes the pot, like --keep, but without --pot it is silently accepted and
+// the run goes on with a full KV cache (the other pot flags are refused: see above).
+TEST_F(CliPot, DISABLED_NucRatioWithoutPotIsRefused) {
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "-n", "2", "--nuc-ratio", "0.3"}, kQuick),
+                            {"--nuc-ratio", "give --pot N too"}, 1, kQuick));
+}
+
+// "use --pot N or more" names P + K + 2, which only works with --keep P + 1: with the default
+// --keep (--pot / 2) that same pot is refused next for "--keep ... fills --pot".
+TEST_F(CliPot, DISABLED_TheNamedMinimumPotWorksWithTheDefaultKeep) {
+  auto r = run({"-f", long_doc_, "--pot", "10"}, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"use --pot "}, 1, kQuick));
+  const std::string at = std::to_string(number_after(r.err, "use --pot "));
+  auto next = run({"-f", long_doc_, "--pot", at, "-n", "1000"}, kQuick);
+  EXPECT_TRUE(fails_cleanly(next, {"lower -n or --keep"}, 1, kQuick));
+  EXPECT_EQ(next.err.find("fills --pot"), std::string::npos) << next.describe();
+}
+
+// ---- Real runs -------------------------------------------------------------------------
+
+// The long document through a 256-entry pot, within exactly the budget the refusal names.
+TEST_F(CliPot, SmallPotDistillsWithinTheMinimumBudget) {
+  const std::vector<std::string> base = {"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--device-mem", "50M"});
+  auto refused = run(args, kQuick);
+  ASSERT_TRUE(fails_cleanly(refused, {"Minimum that works"}, 3, kQuick));
+  const std::string minimum = test::device_mem_in(refused.err);
+  ASSERT_FALSE(minimum.empty()) << refused.describe();
+
+  args = base;
+  args.insert(args.end(), {"--device-mem", minimum});
+  const json j = run_json(args);
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  const json& pot = j["pot"];
+  EXPECT_GT(j.at("prompt_tokens").get<int>(), 1000) << "the document must overflow the pot";
+  EXPECT_GE(pot.at("cycles").get<int>(), 1) << last_.describe();
+  // CR-RoPE: no key ever sat at a position the pot does not have.
+  EXPECT_LT(pot.at("max_position").get<int>(), 256) << last_.describe();
+  EXPECT_EQ(pot.at("capacity").get<int>(), 256);
+  EXPECT_EQ(pot.at("keep").get<int>(), 128);
+  EXPECT_EQ(pot.at("policy").get<std::string>(), "infinipot");
+  EXPECT_TRUE(pot.at("cr_rope").get<bool>());
+  EXPECT_GT(pot.at("catalyst_tokens").get<int>(), 0);
+  EXPECT_GT(pot.at("pinned").get<int>(), 0);
+  EXPECT_EQ(pot.at("tokens_read").get<long long>(), j.at("prompt_tokens").get<long long>());
+  EXPECT_GT(j.at("device_bytes").at("pot_scoring").get<uint64_t>(), 0u);
+  EXPECT_EQ(j.at("device_mem_budget").get<uint64_t>(), cl::parse_byte_size(minimum));
+  EXPECT_LE(j.at("peak_device_bytes").get<uint64_t>(), j.at("device_mem_budget").get<uint64_t>());
+  EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
+}
+
+TEST_F(CliPot, RecentPolicyDistillsWithoutACatalyst) {
+  const json j = run_json({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--pot-policy", "recent"});
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  const json& pot = j["pot"];
+  EXPECT_EQ(pot.at("policy").get<std::string>(), "recent");
+  EXPECT_EQ(pot.at("catalyst_tokens").get<int>(), 0);
+  EXPECT_EQ(pot.at("catalyst_s").get<double>(), 0.0);
+  EXPECT_GE(pot.at("cycles").get<int>(), 1) << last_.describe();
+  EXPECT_LT(pot.at("max_position").get<int>(), 256) << last_.describe();
+  EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
+}
+
+TEST_F(CliPot, NoCrRopeKeepsStreamPositions) {
+  const json j = run_json({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--no-cr-rope"});
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  const json& pot = j["pot"];
+  EXPECT_FALSE(pot.at("cr_rope").get<bool>());
+  EXPECT_GE(pot.at("cycles").get<int>(), 1) << last_.describe();
+  // Without re-rotation the last prompt token sits at its stream position, far past the pot.
+  EXPECT_GE(pot.at("max_position").get<int>(), j.at("prompt_tokens").get<int>() - 1) << last_.describe();
+  EXPECT_GE(pot.at("max_position").get<int>(), 256);
+  EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
+}
+
+// CaP-Q: with -q the catalyst prompt is the question in the template (question + tail, the
+// same tokens that end the prompt); --catalyst replaces the question's text.
+TEST_F(CliPot, CatalystComesFromTheQuestionUnlessGiven) {
+  const std::string question = "Which town painted its third bridge, and in which colour?";
+  const std::string catalyst = "List the years.";
+  const int body = token_count({"-f", short_doc_});
+  const int question_tokens = token_count({"-p", "\n\n" + question});
+  const int catalyst_text_tokens = token_count({"-p", "\n\n" + catalyst});
+  ASSERT_GT(body, 0);
+  ASSERT_GT(question_tokens, catalyst_text_tokens);
+
+  const json q = run_json({"-f", short_doc_, "-q", question, "--pot", "128", "-n", "1"});
+  ASSERT_TRUE(q.contains("pot")) << last_.describe();
+  const int pinned = q["pot"].at("pinned").get<int>();
+  const int tail = q.at("prompt_tokens").get<int>() - pinned - body - question_tokens;
+  ASSERT_GT(tail, 0) << "the template's tail after the user's turn: " << last_.describe();
+  EXPECT_EQ(q["pot"].at("catalyst_tokens").get<int>(), question_tokens + tail) << last_.describe();
+
+  const json c = run_json({"-f", short_doc_, "-q", question, "--pot", "128", "-n", "1", "--catalyst", catalyst});
+  ASSERT_TRUE(c.contains("pot")) << last_.describe();
+  EXPECT_EQ(c.at("prompt_tokens").get<int>(), q.at("prompt_tokens").get<int>()) << "--catalyst changed the prompt";
+  EXPECT_EQ(c["pot"].at("catalyst_tokens").get<int>(), catalyst_text_tokens + tail) << last_.describe();
+  EXPECT_NE(c["pot"].at("catalyst_tokens").get<int>(), q["pot"].at("catalyst_tokens").get<int>());
+}
+
+}  // namespace
+}  // namespace infinipot
