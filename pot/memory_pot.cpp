@@ -30,7 +30,9 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
     throw std::invalid_argument("--pot " + str(M) + " cannot hold the chat prefix (" + str(P) + " tokens) plus the catalyst prompt (" +
                                 str(K) + " tokens) with room to distill; use --pot " + str(min_pot) +
                                 " or more (or a shorter --system / --catalyst)");
-  if (o.keep == 0) o.keep = std::max(P + 1, M / 2);
+  // Default: half the pot, within the range that works (above the prefix, leaving room for
+  // the catalyst and one new token), so the minimum pot named above works as it is.
+  if (o.keep == 0) o.keep = std::clamp(M / 2, P + 1, M - K - 1);
   if (o.keep >= M)
     throw std::invalid_argument("--keep " + str(o.keep) + " must be below --pot " + str(M) +
                                 ": a distillation has to free room for new text");
@@ -79,6 +81,7 @@ void MemoryPot::begin(const std::vector<TokenId>& pinned, const std::vector<Toke
     throw std::invalid_argument("the infinipot policy needs a catalyst prompt");
   kv_.reset();
   stats_ = {};
+  decoding_ = false;
   catalyst_ = catalyst;
   stream_pos_ = 0;
   pending_nuc_ = kNoScore;
@@ -113,14 +116,15 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
       }
   pending_nuc_ = nll.empty() ? kNoScore : nll[n - 1];
   stream_pos_ += n;
-  stats_.tokens_read += n;
+  if (!decoding_) stats_.tokens_read += n;
   stats_.max_position = std::max(stats_.max_position, p0 + n - 1);
 }
 
-void MemoryPot::read(const std::vector<TokenId>& tokens, TokenId next) {
-  const int reserve = static_cast<int>(catalyst_.size());
+void MemoryPot::read(const std::vector<TokenId>& tokens, TokenId next, int still_to_come) {
   size_t i = 0;
   while (i < tokens.size()) {
+    const bool rest_fits = static_cast<long long>(tokens.size() - i) + still_to_come <= kv_.free_slots();
+    const int reserve = rest_fits ? 0 : static_cast<int>(catalyst_.size());
     int room = kv_.free_slots() - reserve;
     if (room <= 0) {
       distill();
@@ -141,6 +145,13 @@ void MemoryPot::finish(const std::vector<TokenId>& tokens, int n) {
                                 " more do not fit in --pot " + str(opts_.capacity));
   for (size_t i = 0; i < tokens.size(); i += fwd_.max_chunk())
     eval_chunk(tokens, i, static_cast<int>(std::min<size_t>(fwd_.max_chunk(), tokens.size() - i)), -1, false);
+}
+
+void MemoryPot::append(TokenId token) {
+  if (kv_.free_slots() < 1) throw std::logic_error("memory pot: no room for a generated token");
+  decoding_ = true;
+  eval_chunk({token}, 0, 1, -1, false);
+  decoding_ = false;
 }
 
 void MemoryPot::distill() {
@@ -179,6 +190,7 @@ void MemoryPot::distill() {
   req.stride = cap;
   req.policy = opts_.policy;
   req.pool = opts_.pool;
+  req.shared_heads = opts_.shared_heads;
   std::vector<int> delta(size_t(Hkv) * cap, 0);
   std::vector<float> nuc_row(cap);
   std::vector<int> int_row(cap);

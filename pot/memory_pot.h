@@ -31,6 +31,9 @@ struct PotOptions {
   float nuc_ratio = 0.5f;  // alpha: share of the non-pinned survivors chosen by NuC (paper: 0.5)
   PotPolicy policy = PotPolicy::InfiniPot;
   bool cr_rope = true;     // false: keys keep their stream positions (ablation; leaves the trained range)
+  // Every KV head of a layer keeps the same entries (pot/selection.h). On by default: on
+  // SmolLM2 (3 KV heads) per-head choice splits multi-token facts across heads (docs/pot.md).
+  bool shared_heads = true;
   int pool = 0;            // max-pool scores over +-pool neighbouring slots before choosing (pot/selection.h)
 };
 
@@ -44,7 +47,7 @@ struct PotLayout {
 
 struct PotStats {
   int cycles = 0;           // distillations run
-  long long tokens_read = 0;
+  long long tokens_read = 0;  // prompt tokens (the answer's are not counted)
   int max_position = 0;     // highest RoPE position any key had
   double catalyst_s = 0;    // running the catalyst prompt (CaP)
   double novelty_s = 0;     // per-token NLL of what was read (NuC)
@@ -65,11 +68,15 @@ class MemoryPot {
   // the recent policy).
   void begin(const std::vector<TokenId>& pinned, const std::vector<TokenId>& catalyst);
   // Reads text, distilling whenever the next chunk would not fit beside the catalyst.
-  // next: the token after these (scores the last one's successor), or -1.
-  void read(const std::vector<TokenId>& tokens, TokenId next);
+  // next: the token after these (scores the last one's successor), or -1. still_to_come:
+  // tokens finish() will append after these; while everything left fits the free slots,
+  // no room is held back for the catalyst, so a prompt that fits the pot is never distilled.
+  void read(const std::vector<TokenId>& tokens, TokenId next, int still_to_come = 0);
   // Makes sure n more tokens fit without another distillation (distilling once if needed),
   // then appends `tokens` (n >= tokens.size(): the rest is room for the answer).
   void finish(const std::vector<TokenId>& tokens, int n);
+  // One generated token into the next slot (decoding; never distills: finish() made room).
+  void append(TokenId token);
   // One CCD cycle (CaP, NuC, selection, compaction, CR-RoPE). No-op when size <= keep.
   void distill();
 
@@ -92,6 +99,7 @@ class MemoryPot {
   std::vector<TokenId> catalyst_;
   int pinned_ = 0;
   int stream_pos_ = 0;   // stream index of the next token read
+  bool decoding_ = false;  // append() is evaluating an answer token
   float pending_nuc_;    // NuC of the next token read (from the last row of the previous chunk)
   cl::Buffer mass_;      // [n_layer][n_kv_heads][capacity] CaP attention mass
   // Host-side, per [n_layer][n_kv_heads][capacity] slot:

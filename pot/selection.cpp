@@ -70,6 +70,23 @@ std::vector<int> select_survivors(const SelectionRequest& r) {
     pooled_mass.assign(r.stride, 0.0f);
     pooled_nuc.assign(r.stride, 0.0f);
   }
+  if (r.shared_heads && r.n_heads > 1 && r.policy == PotPolicy::InfiniPot) {
+    // Choose once on the head-summed scores, then give every head the same survivors.
+    std::vector<float> mass_sum(r.stride, 0.0f), nuc_sum(r.stride, 0.0f);
+    for (int h = 0; h < r.n_heads; ++h)
+      for (int j = 0; j < r.size; ++j) {
+        mass_sum[j] += r.mass[size_t(h) * r.stride + j];
+        if (r.nuc) nuc_sum[j] += r.nuc[size_t(h) * r.stride + j];
+      }
+    SelectionRequest one = r;
+    one.n_heads = 1;
+    one.shared_heads = false;
+    one.mass = mass_sum.data();
+    one.nuc = r.nuc ? nuc_sum.data() : nullptr;
+    const std::vector<int> chosen = select_survivors(one);
+    for (int h = 0; h < r.n_heads; ++h) std::copy(chosen.begin(), chosen.end(), out.begin() + size_t(h) * r.keep);
+    return out;
+  }
   for (int h = 0; h < r.n_heads; ++h) {
     int* dst = out.data() + size_t(h) * r.keep;
     std::iota(dst, dst + r.pinned, 0);

@@ -37,6 +37,10 @@ struct SelectionRequest {
   // head, candidates only), as SnapKV pools attention: a token keeps its neighbours, so a
   // phrase (a name, a number) survives whole instead of as scattered pieces. 0: no pooling.
   int pool = 0;
+  // All KV heads of the layer keep the same entries, chosen by the scores summed over heads
+  // (slots must then hold the same tokens in every head, which holds if every distillation
+  // of the stream used it). false: per head, as the paper does.
+  bool shared_heads = false;
 };
 
 // [n_heads][keep] surviving slots, ascending per head. Throws std::invalid_argument on an

@@ -31,6 +31,7 @@ size_t complete_utf8_prefix(const std::string& s) {
 
 GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts) {
   if (!forward_) throw cl::ClError("generate: prepare() was not called");
+  if (pot_) throw std::logic_error("generate: the engine was prepared with a pot; pass the prompt in parts");
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty: give text with -p or -f");
   if (opts.n_predict < 0) throw std::invalid_argument("-n must be >= 0");
   if (static_cast<int>(prompt.size()) + opts.n_predict > kv_->capacity())
@@ -72,7 +73,7 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   r.prompt_tokens = static_cast<int>(prompt.prefix.size() + body.size() + final_part.size());
   const auto t0 = Clock::now();
   pot_->begin(prompt.prefix, catalyst);
-  pot_->read(body, final_part.front());
+  pot_->read(body, final_part.front(), static_cast<int>(final_part.size()) + opts.n_predict);
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prefill_s = seconds_since(t0);
   decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
@@ -100,7 +101,8 @@ void Engine::decode(std::vector<float> logits, const GenerateOptions& opts, Cloc
     if (opts.on_text && ready) opts.on_text(pending.substr(0, ready));
     pending.erase(0, ready);
     if (i + 1 == opts.n_predict) break;
-    forward_->eval({tok});
+    if (pot_) pot_->append(tok);  // the pot records the answer's slots and positions too
+    else forward_->eval({tok});
     logits = forward_->last_logits();
   }
   if (opts.on_text && !pending.empty()) opts.on_text(pending);

@@ -30,7 +30,50 @@ struct RunOpts {
   std::string pot_policy = "infinipot";
   bool no_cr_rope = false;
   int pool = 0;
+  std::string pot_heads = "shared";
+  bool nuc_given = false, heads_given = false;
+  std::string watch;
 };
+
+// Where `watch` first occurs in the document, as stream indices [first, last] of the body
+// tokens that cover it (body token i is stream index offset + i); {-1, -1} if absent.
+std::pair<int, int> watch_span(const Tokenizer& tok, const std::vector<TokenId>& body, int offset,
+                               const std::string& document, const std::string& watch) {
+  const size_t at = document.find(watch);
+  if (watch.empty() || at == std::string::npos) return {-1, -1};
+  int first = -1, last = -1;
+  size_t pos = 0;  // byte offset of token i in the decoded document
+  for (size_t i = 0; i < body.size() && pos < at + watch.size(); ++i) {
+    const size_t len = tok.decode_token(body[i]).size();
+    if (pos + len > at && first < 0) first = offset + static_cast<int>(i);
+    if (pos + len > at) last = offset + static_cast<int>(i);
+    pos += len;
+  }
+  return {first, last};
+}
+
+// How much of the watched span each (layer, KV head) of the pot still holds.
+nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::pair<int, int> span) {
+  if (span.first < 0) return {{"found", false}};
+  const int n = span.second - span.first + 1;
+  double kept = 0;
+  int complete = 0;
+  nlohmann::json per_layer = nlohmann::json::array();
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    double layer_kept = 0;
+    for (int h = 0; h < cfg.n_head_kv; ++h) {
+      int c = 0;
+      for (int src : pot.sources(l, h)) c += src >= span.first && src <= span.second;
+      layer_kept += double(c) / n;
+      complete += c == n;
+    }
+    per_layer.push_back(layer_kept / cfg.n_head_kv);
+    kept += layer_kept;
+  }
+  const int heads = cfg.n_layer * cfg.n_head_kv;
+  return {{"found", true}, {"first_token", span.first}, {"tokens", n}, {"kept_fraction", kept / heads},
+          {"heads_complete", double(complete) / heads}, {"kept_fraction_per_layer", per_layer}};
+}
 
 // The general catalyst prompt (CaP-G) when no question is known in advance.
 const char* kGeneralCatalyst =
@@ -51,7 +94,7 @@ nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
 
 // run with --pot: the document streams through the memory pot.
-void run_in_pot(const RunOpts& o, Engine& engine, const PromptParts& parts) {
+void run_in_pot(const RunOpts& o, Engine& engine, const PromptParts& parts, const std::string& document) {
   PotOptions po;
   po.capacity = o.pot;
   po.keep = o.keep;
@@ -59,6 +102,7 @@ void run_in_pot(const RunOpts& o, Engine& engine, const PromptParts& parts) {
   po.policy = parse_pot_policy(o.pot_policy);
   po.cr_rope = !o.no_cr_rope;
   po.pool = o.pool;
+  po.shared_heads = o.pot_heads == "shared";
   // CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
   const std::string cap_text = o.catalyst_given ? o.catalyst : !o.question.empty() ? o.question : kGeneralCatalyst;
   const std::vector<TokenId> catalyst =
@@ -73,7 +117,18 @@ void run_in_pot(const RunOpts& o, Engine& engine, const PromptParts& parts) {
   go.sampler = {o.temp, o.top_k, o.top_p, o.seed};
   if (!o.json) go.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
   const GenerateResult r = engine.generate(parts, catalyst, go);
-  print_summary(engine, r, {{"pot", pot_report(*engine.pot(), static_cast<int>(catalyst.size()))}}, o.json);
+  nlohmann::json report = pot_report(*engine.pot(), static_cast<int>(catalyst.size()));
+  if (!o.watch.empty()) {
+    const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
+    report["watch"] = watch_report(*engine.pot(), engine.config(), span);
+    if (!o.json)
+      std::fprintf(stderr, "\n--- watch: %s\n", span.first < 0 ? "text not found in the document"
+                   : ("the pot holds " + std::to_string(int(100 * report["watch"]["kept_fraction"].get<double>() + 0.5)) +
+                      "% of its " + std::to_string(span.second - span.first + 1) + " tokens (all of them in " +
+                      std::to_string(int(100 * report["watch"]["heads_complete"].get<double>() + 0.5)) +
+                      "% of layer heads)").c_str());
+  }
+  print_summary(engine, r, {{"pot", report}}, o.json);
 }
 
 void run(const RunOpts& o, bool have_prompt, bool have_file) {
@@ -82,12 +137,17 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   std::string user = have_file ? read_text_file(o.file, "document") : o.prompt;
   require_utf8(user, have_file ? "document '" + o.file + "'" : "prompt");
   require_utf8(o.question, "question");
-  require_utf8(o.catalyst, "catalyst prompt");
+  require_utf8(o.catalyst, "--catalyst text");
   if (user.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument(have_file ? "document '" + o.file + "' is empty" : "the prompt is empty");
   const bool use_pot = o.pot > 0;
-  if (!use_pot && (o.keep || o.catalyst_given || o.no_cr_rope || o.pot_policy != "infinipot"))
-    throw std::invalid_argument("--keep, --catalyst, --pot-policy and --no-cr-rope set up the memory pot: give --pot N too");
+  if (!use_pot && (o.keep || o.catalyst_given || o.no_cr_rope || o.pot_policy != "infinipot" || o.pool || o.nuc_given || o.heads_given || !o.watch.empty()))
+    throw std::invalid_argument("--keep, --nuc-ratio, --catalyst, --pot-policy, --pot-heads, --pot-pool, --pot-watch and "
+                                "--no-cr-rope set up the memory pot: give --pot N too");
+  if (o.pot_policy == "recent" && (o.catalyst_given || o.nuc_given || o.heads_given || o.pool))
+    throw std::invalid_argument("--catalyst, --nuc-ratio, --pot-heads and --pot-pool shape the infinipot policy's "
+                                "scores; --pot-policy recent uses none of them: drop them or the policy");
+  require_utf8(o.watch, "--pot-watch text");
   if (o.catalyst_given && o.catalyst.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument("--catalyst is empty: give the text the catalyst prompt should ask, or leave it out");
 
@@ -101,7 +161,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
 
   // The user's text is data: only the chat template's own markers become special tokens.
   const PromptParts parts = engine.prompt_parts(o.system, user, o.question, o.raw);
-  if (use_pot) return run_in_pot(o, engine, parts);
+  if (use_pot) return run_in_pot(o, engine, parts, user);
   const std::vector<TokenId> prompt = parts.all();
   const int needed = static_cast<int>(prompt.size()) + o.n_predict;
   int capacity = o.ctx > 0 ? o.ctx : needed;
@@ -202,7 +262,8 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--keep", o->keep, "Pot entries left after a distillation, chat prefix included (default: --pot / 2)")
       ->check(CLI::Range(1, 1 << 24));
   sub->add_option("--nuc-ratio", o->nuc_ratio, "Share of the kept entries chosen by novelty (NuC) before catalyst "
-                  "attention (CaP)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f));
+                  "attention (CaP)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f))
+      ->each([o](const std::string&) { o->nuc_given = true; });
   sub->add_option("--catalyst", o->catalyst, "Catalyst prompt text (default: the -q question, else a general "
                   "summarize instruction)")->each([o](const std::string&) { o->catalyst_given = true; });
   sub->add_option("--pot-policy", o->pot_policy, "Which entries survive: infinipot (CaP + NuC) or recent "
@@ -210,6 +271,12 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::IsMember({"infinipot", "recent"}));
   sub->add_option("--pot-pool", o->pool, "Max-pool scores over +-N neighbouring entries so phrases survive whole")
       ->capture_default_str()->check(CLI::Range(0, 64));
+  sub->add_option("--pot-watch", o->watch, "Report how much of this text (first occurrence in the document) "
+                  "the pot still holds at the end, per layer and KV head");
+  sub->add_option("--pot-heads", o->pot_heads, "shared: every KV head of a layer keeps the same entries (scores "
+                  "summed over its heads); per-head: each head chooses its own (the paper's)")
+      ->capture_default_str()->check(CLI::IsMember({"shared", "per-head"}))
+      ->each([o](const std::string&) { o->heads_given = true; });
   sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE)");
   sub->add_flag("--raw", o->raw, "Feed the text as is, without the chat template");
   sub->add_flag("--json", o->json, "Print one JSON object with the answer and the figures");

@@ -63,9 +63,13 @@ PotLayout layout(const PromptParts& p, const std::vector<TokenId>& catalyst, int
           int(p.question.size() + std::max<size_t>(p.tail.size(), 1)) + n_predict};
 }
 
-PotOptions pot_options(int capacity, int keep, PotPolicy policy, bool cr_rope = true, float nuc_ratio = 0.5f) {
+// Per-head selection (the paper's) unless shared: it exercises the per-head gather, which
+// shared heads (the default) never needs.
+PotOptions pot_options(int capacity, int keep, PotPolicy policy, bool cr_rope = true, float nuc_ratio = 0.5f,
+                       bool shared_heads = false) {
   PotOptions o;
   o.capacity = capacity, o.keep = keep, o.policy = policy, o.cr_rope = cr_rope, o.nuc_ratio = nuc_ratio;
+  o.shared_heads = shared_heads;
   return o;
 }
 
@@ -531,6 +535,28 @@ TEST(MemoryPot, F16StoreDistillsLikeF32) {
   const PotRun longer = run_pot(*f16, parts, catalyst, po, 8);
   EXPECT_EQ(longer.result.tokens.front(), b.result.tokens[0]);
   for (TokenId t : longer.result.tokens) EXPECT_TRUE(t >= 0 && t < f16->config().n_vocab);
+}
+
+// Shared heads (the default): every KV head of a layer holds the same tokens after each
+// distillation, and they are not simply the recent window.
+TEST(MemoryPot, SharedHeadsKeepTheSameEntriesInEveryHead) {
+  auto e = make_engine(tiny_model());
+  const PromptParts parts = e->prompt_parts("", document(40), kQuestion);
+  const auto catalyst = e->catalyst_prompt(parts, kQuestion);
+  const int capacity = int(parts.prefix.size() + catalyst.size()) + 48;
+  const PotRun run = run_pot(*e, parts, catalyst,
+                             pot_options(capacity, 0, PotPolicy::InfiniPot, true, 0.5f, /*shared_heads=*/true), 1);
+  ASSERT_GE(run.stats.cycles, 2);
+  const int H = e->config().n_head_kv;
+  ASSERT_GE(H, 2) << "the tiny model needs several KV heads for this test";
+  bool some_layer_not_recent = false;
+  for (int l = 0; l < e->config().n_layer; ++l) {
+    for (int h = 1; h < H; ++h) EXPECT_EQ(run.sources[l * H + h], run.sources[l * H]) << "layer " << l << " head " << h;
+    const auto& s = run.sources[l * H];
+    // Recent would keep a contiguous tail after the prefix.
+    for (size_t j = parts.prefix.size() + 1; j < s.size(); ++j) some_layer_not_recent |= s[j] != s[j - 1] + 1;
+  }
+  EXPECT_TRUE(some_layer_not_recent) << "every layer kept a contiguous recent window: scores were ignored";
 }
 
 }  // namespace
