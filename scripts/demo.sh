@@ -12,7 +12,9 @@ doc=${DOCUMENT:-$root/data/demo/long_document.txt}
 question=${QUESTION:-$(cat "$(dirname "$doc")/question.txt")}
 echo "document: $doc ($(wc -w < "$doc") words)"
 echo "question: $question"
-echo "device memory cap: ${DEVICE_MEM:-1G}"
+echo "device memory cap: ${DEVICE_MEM:-1G}, memory pot: ${POT:-1024} entries (POT=0: full KV cache)"
 echo
+pot=()
+if [ "${POT:-1024}" != 0 ]; then pot=(--pot "${POT:-1024}"); fi
 exec "$root/build/infinipot" run -m "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
-  -f "$doc" -q "$question" -n "${N_PREDICT:-96}" --device-mem "${DEVICE_MEM:-1G}" "$@"
+  -f "$doc" -q "$question" -n "${N_PREDICT:-96}" --device-mem "${DEVICE_MEM:-1G}" "${pot[@]}" "$@"
