@@ -207,13 +207,14 @@ void MemoryPot::distill() {
         const int old_pos = position_[row + keep_h[j]];
         delta[size_t(h) * cap + j] = opts_.cr_rope ? j - old_pos : 0;
       }
-      // Carry the host-side bookkeeping along with the entries.
-      for (int j = 0; j < keep; ++j) nuc_row[j] = nuc_[row + keep_h[j]];
-      std::copy(nuc_row.begin(), nuc_row.begin() + keep, nuc_.begin() + row);
-      for (int j = 0; j < keep; ++j) int_row[j] = source_[row + keep_h[j]];
-      std::copy(int_row.begin(), int_row.begin() + keep, source_.begin() + row);
-      for (int j = 0; j < keep; ++j) int_row[j] = position_[row + keep_h[j]] + delta[size_t(h) * cap + j];
-      std::copy(int_row.begin(), int_row.begin() + keep, position_.begin() + row);
+      // Carry the host-side bookkeeping along with the entries (positions take the delta).
+      auto carry = [&](auto& v, auto& tmp, bool add_delta) {
+        for (int j = 0; j < keep; ++j) tmp[j] = v[row + keep_h[j]] + (add_delta ? delta[size_t(h) * cap + j] : 0);
+        std::copy(tmp.begin(), tmp.begin() + keep, v.begin() + row);
+      };
+      carry(nuc_, nuc_row, false);
+      carry(source_, int_row, false);
+      carry(position_, int_row, true);
     }
     if (opts_.cr_rope) kv_.rerotate(l, delta);
   }

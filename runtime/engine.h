@@ -97,6 +97,8 @@ class Engine {
   // Reads the prompt through the memory pot (prepare_pot): prefix pinned, body distilled as it
   // overflows, question and tail appended whole; then samples as generate() does.
   GenerateResult generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst, const GenerateOptions& opts);
+  // The token counts the pot must fit for this prompt and -n (what generate() checks).
+  static PotLayout pot_layout(const PromptParts& prompt, const std::vector<TokenId>& catalyst, int n_predict);
   nlohmann::json memory_report() const;
 
  private:

@@ -51,24 +51,36 @@ GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const Genera
   return r;
 }
 
+namespace {
+// The question and the template's tail are appended whole after the document. With neither
+// (raw text), the last document token plays that part, so the first answer token is always
+// sampled from a row of the prompt and never from the catalyst prompt.
+void split_final(const PromptParts& prompt, std::vector<TokenId>& body, std::vector<TokenId>& final_part) {
+  body = prompt.body;
+  final_part = prompt.question;
+  final_part.insert(final_part.end(), prompt.tail.begin(), prompt.tail.end());
+  if (final_part.empty() && !body.empty()) {
+    final_part.push_back(body.back());
+    body.pop_back();
+  }
+}
+}  // namespace
+
+PotLayout Engine::pot_layout(const PromptParts& prompt, const std::vector<TokenId>& catalyst, int n_predict) {
+  std::vector<TokenId> body, final_part;
+  split_final(prompt, body, final_part);
+  return {static_cast<int>(prompt.prefix.size()), static_cast<int>(catalyst.size()), static_cast<int>(body.size()),
+          static_cast<int>(final_part.size()) + n_predict};
+}
+
 GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst,
                                 const GenerateOptions& opts) {
   if (!pot_) throw cl::ClError("generate: prepare_pot() was not called");
   if (prompt.body.empty()) throw std::invalid_argument("the document is empty: give text with -p or -f");
   if (opts.n_predict < 0) throw std::invalid_argument("-n must be >= 0");
-  // The question and the template's tail are appended whole after the document. With
-  // neither (raw text), the last document token plays that part, so the first answer token is
-  // always sampled from a row of the prompt and never from the catalyst prompt.
-  std::vector<TokenId> body(prompt.body);
-  std::vector<TokenId> final_part(prompt.question);
-  final_part.insert(final_part.end(), prompt.tail.begin(), prompt.tail.end());
-  if (final_part.empty()) {
-    final_part.push_back(body.back());
-    body.pop_back();
-  }
-  PotLayout layout{static_cast<int>(prompt.prefix.size()), static_cast<int>(catalyst.size()),
-                   static_cast<int>(body.size()), static_cast<int>(final_part.size()) + opts.n_predict};
-  MemoryPot::resolve(pot_->options(), layout);  // throws when this prompt does not fit
+  std::vector<TokenId> body, final_part;
+  split_final(prompt, body, final_part);
+  MemoryPot::resolve(pot_->options(), pot_layout(prompt, catalyst, opts.n_predict));  // throws when it does not fit
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.prefix.size() + body.size() + final_part.size());
   const auto t0 = Clock::now();

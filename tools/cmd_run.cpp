@@ -107,9 +107,7 @@ void run_in_pot(const RunOpts& o, Engine& engine, const PromptParts& parts, cons
   const std::string cap_text = o.catalyst_given ? o.catalyst : !o.question.empty() ? o.question : kGeneralCatalyst;
   const std::vector<TokenId> catalyst =
       po.policy == PotPolicy::InfiniPot ? engine.catalyst_prompt(parts, cap_text) : std::vector<TokenId>{};
-  const int final_tokens = static_cast<int>(parts.question.size() + std::max<size_t>(parts.tail.size(), 1)) + o.n_predict;
-  const int body = static_cast<int>(parts.body.size()) - (parts.question.empty() && parts.tail.empty() ? 1 : 0);
-  po = MemoryPot::resolve(po, {static_cast<int>(parts.prefix.size()), static_cast<int>(catalyst.size()), body, final_tokens});
+  po = MemoryPot::resolve(po, Engine::pot_layout(parts, catalyst, o.n_predict));
   engine.prepare_pot(po);
 
   GenerateOptions go;
