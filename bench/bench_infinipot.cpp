@@ -11,7 +11,7 @@
 #include <random>
 #include <CLI/CLI.hpp>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "runtime/gemm_layer.h"
 #include "runtime/ops.h"
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "model_loader/tokenizer.h"
-#include "pot/kv_store.h"
+#include "runtime/kv_store.h"
 #include "pot/selection.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 #include "model_loader/tokenizer.h"
-#include "pot/kv_store.h"
+#include "runtime/kv_store.h"
 #include "runtime/context.h"
 #include "runtime/gemm_layer.h"
 #include "runtime/model_weights.h"

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/cli_common.h"
 
 namespace infinipot::cli {

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "pot/memory_pot.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tools/cli_common.h"
 
 namespace infinipot::cli {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <map>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {

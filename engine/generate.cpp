@@ -2,7 +2,7 @@
 #include <chrono>
 
 #include "runtime/cl_error.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 
 namespace infinipot {
 namespace {

@@ -12,7 +12,7 @@
 #include "model_loader/gguf.h"
 #include "model_loader/model_config.h"
 #include "model_loader/tokenizer.h"
-#include "pot/kv_store.h"
+#include "runtime/kv_store.h"
 #include "pot/memory_pot.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"

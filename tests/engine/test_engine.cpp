@@ -5,7 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {

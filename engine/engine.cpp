@@ -1,4 +1,4 @@
-#include "runtime/engine.h"
+#include "engine/engine.h"
 
 #include <algorithm>
 

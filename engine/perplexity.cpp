@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "runtime/engine.h"
+#include "engine/engine.h"
 
 namespace infinipot {
 

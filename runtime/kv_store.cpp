@@ -1,4 +1,4 @@
-#include "pot/kv_store.h"
+#include "runtime/kv_store.h"
 
 #include <string>
 

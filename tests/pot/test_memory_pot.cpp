@@ -18,7 +18,7 @@
 
 #include "model_loader/tiny_model.h"
 #include "runtime/device_memory.h"
-#include "runtime/engine.h"
+#include "engine/engine.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {
