@@ -11,8 +11,3 @@ __kernel void swiglu(__global const float* gu, const int n_ff, __global float* a
   act[(size_t)r * n_ff + i] = g / (1.0f + exp(-g)) * u;
 }
 
-// y[i] += x[i]
-__kernel void add_inplace(__global float* y, __global const float* x, const int n) {
-  const int i = get_global_id(0);
-  if (i < n) y[i] += x[i];
-}

@@ -2,26 +2,11 @@
 // for pair i < n_rot/2 of a head, angle = pos * theta_base^(-2i/n_rot),
 //   (x[2i], x[2i+1]) <- (x[2i] cos - x[2i+1] sin, x[2i] sin + x[2i+1] cos)
 
-// In place on rows of a fused projection buffer, with the angles precomputed once per chunk
-// (the same table serves every layer):
-//   buf: [n_tokens][ld] float, heads at columns col0 + h*head_dim
-//   cs:  [n_tokens][n_rot/2] float2 (cos, sin) of pos[t] * theta_base^(-2i/n_rot)
-__kernel void rope_table(__global float* buf, const int ld, const int col0, const int head_dim, const int n_rot,
-                         __global const float2* cs) {
-  const int i = get_global_id(0);  // pair
-  const int h = get_global_id(1);
-  const int t = get_global_id(2);
-  if (2 * i >= n_rot) return;
-  const float2 r = cs[t * (n_rot / 2) + i];
-  __global float* x = buf + (size_t)t * ld + col0 + h * head_dim + 2 * i;
-  const float x0 = x[0], x1 = x[1];
-  x[0] = x0 * r.x - x1 * r.y;
-  x[1] = x0 * r.y + x1 * r.x;
-}
-
-// rope_table for the q and k heads of a fused q|k|v row, which also stores the rotated keys
-// and the values of the chunk into the KV cache (one launch instead of two per layer):
+// Rotates the q and k heads of fused q|k|v rows in place, with the angles precomputed once per
+// chunk (the same table serves every layer), and stores the rotated keys and the values of the
+// chunk into the KV cache (one launch per layer):
 //   qkv:  [n_tokens][ld]: q heads 0..n_head-1, k heads n_head.., v at col v0 + g*head_dim
+//   cs:   [n_tokens][n_rot/2] float2 (cos, sin) of pos[t] * theta_base^(-2i/n_rot)
 //   k_cache, v_cache: [n_kv_heads][cap][head_dim]; token t goes to slot slot0 + t
 __kernel void rope_store_kv(__global float* qkv, const int ld, const int head_dim, const int n_rot,
                             __global const float2* cs, const int n_head, const int v0,
@@ -49,22 +34,6 @@ __kernel void rope_store_kv(__global float* qkv, const int ld, const int head_di
     KV_STORE(v[0], v_cache + dst);
     KV_STORE(v[1], v_cache + dst + 1);
   }
-}
-
-// The same rotation computing its angles (tests; one-off use).
-//   pos: [n_tokens] int
-__kernel void rope(__global float* buf, const int ld, const int col0, const int head_dim, const int n_rot,
-                   __global const int* pos, const float theta_base) {
-  const int i = get_global_id(0);  // pair
-  const int h = get_global_id(1);
-  const int t = get_global_id(2);
-  if (2 * i >= n_rot) return;
-  const float angle = (float)pos[t] * pow(theta_base, -2.0f * (float)i / (float)n_rot);
-  const float c = cos(angle), s = sin(angle);
-  __global float* x = buf + (size_t)t * ld + col0 + h * head_dim + 2 * i;
-  const float x0 = x[0], x1 = x[1];
-  x[0] = x0 * c - x1 * s;
-  x[1] = x0 * s + x1 * c;
 }
 
 // Re-rotates cached (already rotated) keys by a per-entry position delta, which equals

@@ -49,17 +49,12 @@ void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer
 // norm.cl: out[r] = rmsnorm(x[r]) * w                        x, out: [n_rows][n]
 void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps);
 
-// rope.cl: rotate heads [col0 + h*head_dim] of buf rows       buf: [n_tokens][ld], pos: [n_tokens]
-void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& pos,
-          int n_tokens, float theta);
-// rope.cl: same with a precomputed angle table      cs: [n_tokens][n_rot/2] (cos, sin) floats
-void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& cs,
-                int n_tokens);
 // rope.cl: rotate the q and k heads of fused q|k|v rows and store k, v at slot0..  (one launch)
+//   cs: [n_tokens][n_rot/2] (cos, sin) floats, from rope_angles
 void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot,
                    const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens,
                    bool kv_half = false);
-// Host side: the (cos, sin) table for positions pos[0..n) as rope_table reads it.
+// Host side: the (cos, sin) table for positions pos[0..n) as rope_store_kv reads it.
 std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta);
 // rope.cl: re-rotate cached keys by delta[h][slot]            k_cache: [n_heads][cap][head_dim]
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
@@ -67,12 +62,8 @@ void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim,
 
 // elementwise.cl
 void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act);  // gu: [n][2*n_ff]
-void add_inplace(Context& c, Buffer& y, const Buffer& x, int n);
 
-// kv_cache.cl: store chunk keys/values at slot0..           caches: [n_kv_heads][cap][head_dim]
-void kv_store(Context& c, const Buffer& qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, Buffer& k_cache,
-              Buffer& v_cache, int cap, int slot0, int n_tokens, bool kv_half = false);
-// kv_cache.cl: dst[h][j] = src[h][keep[h][j]] for j < n_keep
+// kv_cache.cl: dst[h][j] = src[h][keep[h][j]] for j < n_keep   caches: [n_kv_heads][cap][head_dim]
 void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim,
                const Buffer& keep, int n_keep, bool kv_half = false);
 

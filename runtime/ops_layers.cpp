@@ -17,22 +17,6 @@ void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_r
       .launch(c.queue(), {size_t(n_rows) * local}, {size_t(local)});
 }
 
-void rope(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& pos,
-          int n_tokens, float theta) {
-  c.kernel("kv_format.cl+rope.cl", "rope")
-      .args(buf, ld, col0, head_dim, n_rot, pos, theta)
-      .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
-}
-
-void rope_table(Context& c, Buffer& buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const Buffer& cs,
-                int n_tokens) {
-  if (cs.bytes() < size_t(n_tokens) * n_rot * sizeof(float))
-    throw cl::ClError("invalid launch: rope_table angle table too small");
-  c.kernel("kv_format.cl+rope.cl", "rope_table")
-      .args(buf, ld, col0, head_dim, n_rot, cs)
-      .launch(c.queue(), {size_t(n_rot / 2), size_t(n_heads), size_t(n_tokens)});
-}
-
 void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot,
                    const Buffer& cs, Buffer& k_cache, Buffer& v_cache, int cap, int slot0, int n_tokens,
                    bool kv_half) {
@@ -40,6 +24,8 @@ void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, 
     throw cl::ClError("invalid launch: rope_store_kv slots " + std::to_string(slot0) + ".." +
                       std::to_string(slot0 + n_tokens) + " exceed capacity " + std::to_string(cap));
   if (head_dim % 2 || n_rot > head_dim) throw cl::ClError("invalid launch: rope_store_kv head_dim/n_rot");
+  if (cs.bytes() < size_t(n_tokens) * n_rot * sizeof(float))
+    throw cl::ClError("invalid launch: rope_store_kv angle table too small");
   const int v0 = (n_head + n_kv_heads) * head_dim;
   c.kernel("kv_format.cl+rope.cl", "rope_store_kv", kv_option(kv_half))
       .args(qkv, ld, head_dim, n_rot, cs, n_head, v0, k_cache, v_cache, cap, slot0)
@@ -67,20 +53,6 @@ void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim,
 
 void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act) {
   c.kernel("elementwise.cl", "swiglu").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
-}
-
-void add_inplace(Context& c, Buffer& y, const Buffer& x, int n) {
-  c.kernel("elementwise.cl", "add_inplace").args(y, x, n).launch(c.queue(), {size_t(n)});
-}
-
-void kv_store(Context& c, const Buffer& qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, Buffer& k_cache,
-              Buffer& v_cache, int cap, int slot0, int n_tokens, bool kv_half) {
-  if (slot0 < 0 || slot0 + n_tokens > cap)
-    throw cl::ClError("invalid launch: kv_store slots " + std::to_string(slot0) + ".." +
-                      std::to_string(slot0 + n_tokens) + " exceed capacity " + std::to_string(cap));
-  c.kernel("kv_format.cl+kv_cache.cl", "kv_store", kv_option(kv_half))
-      .args(qkv, ld, k0, v0, head_dim, k_cache, v_cache, cap, slot0)
-      .launch(c.queue(), {size_t(head_dim), size_t(n_kv_heads), size_t(n_tokens)});
 }
 
 void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim, const Buffer& keep,

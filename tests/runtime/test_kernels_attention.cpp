@@ -1,6 +1,6 @@
 // attention.cl (causal GQA attention with log-sum-exp, attention mass) against the CPU
 // references in tests/support/cpu_ref.h, including attention over a cache compacted by
-// kv_gather the way the pot compacts it.
+// kv_gather the way the pot compacts it (kv_gather's own test is in test_kernels_layers.cpp).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -138,39 +138,47 @@ TEST_F(AttentionKernel, AttentionMassMatchesReference) {
   }
 }
 
-// The pot's compaction: store a chunk, keep a different subset of entries per KV head,
-// gather them to the front of a fresh cache, store the next chunk after them and attend.
-// The device pipeline must match reference attention over the gathered reference cache.
+// The pot's compaction: a chunk in the cache, a different subset of entries kept per KV head,
+// gathered to the front of a fresh cache, the next chunk after them, and attention over the
+// result. The caches are filled from the CPU reference (ref::rope_store_kv: RoPE'd keys and
+// values at the slots and positions the forward pass would give them) and uploaded as they are,
+// so only kv_gather and attention run on the device. The next chunk is put into the fresh cache
+// before the gather: kv_gather must leave every slot >= n_keep alone. The device pipeline must
+// match reference attention over the gathered reference cache.
 TEST_F(AttentionKernel, AttentionOverGatheredCacheMatchesReference) {
   for (int head_dim : {16, 64}) {
     const int n_heads = 6, n_kv = 2, cap = 40, n1 = 30, n_keep = 12, n2 = 5;
+    const float theta = 10000.0f;
     const ref::AttnShape rs{n_heads, n_kv, head_dim, cap};
     const ops::AttentionShape s{n_heads, n_kv, head_dim, cap};
-    const int k0 = n_heads * head_dim, v0 = k0 + n_kv * head_dim, ld = v0 + n_kv * head_dim;
-    const std::vector<float> chunk1 = random_floats(size_t(n1) * ld, 900 + head_dim, -2.0f, 2.0f);
-    const std::vector<float> chunk2 = random_floats(size_t(n2) * ld, 901 + head_dim, -2.0f, 2.0f);
+    const int k0 = n_heads * head_dim, ld = k0 + 2 * n_kv * head_dim;
+    std::vector<float> chunk1 = random_floats(size_t(n1) * ld, 900 + head_dim, -2.0f, 2.0f);
+    std::vector<float> chunk2 = random_floats(size_t(n2) * ld, 901 + head_dim, -2.0f, 2.0f);
     std::vector<int> keep(size_t(n_kv) * n_keep);
     for (int j = 0; j < n_keep; ++j) {
       keep[j] = j * 2 + 1;                     // head 0: every other entry
       keep[n_keep + j] = j < 4 ? j : 14 + j;   // head 1: the first 4 (sinks) and a recent window
     }
+    std::vector<int> pos1(n1), pos2(n2);       // chunk 2 continues the stream's positions
+    for (int t = 0; t < n1; ++t) pos1[t] = t;
+    for (int t = 0; t < n2; ++t) pos2[t] = n1 + t;
 
     std::vector<float> k(size_t(n_kv) * cap * head_dim, 0.0f), v(k.size(), 0.0f);
     std::vector<float> gk(k.size(), 0.0f), gv(k.size(), 0.0f);
-    auto d_chunk1 = upload(chunk1), d_chunk2 = upload(chunk2), d_keep = upload(keep);
+    ref::rope_store_kv(chunk1.data(), ld, n_heads, n_kv, head_dim, head_dim, pos1.data(), theta, k.data(), v.data(),
+                       cap, 0, n1);
+    ref::rope_store_kv(chunk2.data(), ld, n_heads, n_kv, head_dim, head_dim, pos2.data(), theta, gk.data(),
+                       gv.data(), cap, n_keep, n2);  // chunk2's q heads are rotated too: the queries
+    auto d_chunk2 = upload(chunk2), d_keep = upload(keep);
     auto d_k = upload(k), d_v = upload(v), d_gk = upload(gk), d_gv = upload(gv);
-    ops::kv_store(ctx(), d_chunk1, ld, k0, v0, n_kv, head_dim, d_k, d_v, cap, 0, n1);
     ops::kv_gather(ctx(), d_k, d_gk, n_kv, cap, head_dim, d_keep, n_keep);
     ops::kv_gather(ctx(), d_v, d_gv, n_kv, cap, head_dim, d_keep, n_keep);
-    ops::kv_store(ctx(), d_chunk2, ld, k0, v0, n_kv, head_dim, d_gk, d_gv, cap, n_keep, n2);
     auto d_out = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n2) * k0 * 4, "out");
     auto d_lse = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n2) * n_heads * 4, "lse");
     ops::attention(ctx(), s, d_chunk2, ld, d_gk, d_gv, n_keep, n2, d_out, k0, d_lse);
 
-    ref::kv_store(chunk1.data(), ld, k0, v0, n_kv, head_dim, k.data(), v.data(), cap, 0, n1);
     ref::kv_gather(k.data(), gk.data(), n_kv, cap, head_dim, keep.data(), n_keep);
     ref::kv_gather(v.data(), gv.data(), n_kv, cap, head_dim, keep.data(), n_keep);
-    ref::kv_store(chunk2.data(), ld, k0, v0, n_kv, head_dim, gk.data(), gv.data(), cap, n_keep, n2);
     EXPECT_TRUE(all_close("gathered keys", download_all(d_gk), gk, 0.0));
     EXPECT_TRUE(all_close("gathered values", download_all(d_gv), gv, 0.0));
     std::vector<float> out(size_t(n2) * k0), lse(size_t(n2) * n_heads);

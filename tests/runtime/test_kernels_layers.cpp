@@ -23,20 +23,29 @@ constexpr double kUlp = 1.0 / (1 << 23);  // float epsilon, 2^-23
 // (<= 2 ulp in OpenCL) and two products. Relative to each output: 1e-5 = 84 ulp, ~3x headroom.
 constexpr double kNormRelTol = 1e-5;
 
-// RoPE: the kernel forms angle = pos * pow(theta, -2i/n_rot) in fp32. OpenCL allows pow 16 ulp
-// and the product adds 1/2 ulp, so the angle is off by up to ~17 ulp of itself and a pair moves
-// by that many radians times its length; sin/cos add 4 ulp. The reference uses double. So for a
-// pair of length L at position p: |err| <= (kRopeAngleUlps * ulp * p + kRopeBaseUlps * ulp) * L.
-// (At p = 3000 that is ~6e-3 L: fp32 angles are that coarse, in llama.cpp too.)
+// RoPE from a position delta (rope_shift): the kernel forms angle = d * pow(theta, -2i/n_rot)
+// in fp32. OpenCL allows pow 16 ulp and the product adds 1/2 ulp, so the angle is off by up to
+// ~17 ulp of itself and a pair moves by that many radians times its length; sin/cos add 4 ulp.
+// The reference uses double. So for a pair of length L rotated by d positions:
+// |err| <= (kRopeAngleUlps * ulp * |d| + kRopeBaseUlps * ulp) * L.
+// (At d = 3000 that is ~6e-3 L: fp32 angles are that coarse, in llama.cpp too.)
 constexpr double kRopeAngleUlps = 17;
 constexpr double kRopeBaseUlps = 16;
 double rope_tol(double pos) { return (kRopeAngleUlps * kUlp * std::fabs(pos) + kRopeBaseUlps * kUlp); }
 
+// RoPE from the host's angle table (rope_store_kv): rope_angles computes each angle and its
+// cos/sin in double and rounds them to float (1/2 ulp each), so the error does not grow with the
+// position. The kernel forms y = x0 c - x1 s (and x0 s + x1 c) in fp32: each product is off by
+// 1/2 ulp (table) + 1/2 ulp (rounding), the sum by 1/2 ulp of |y| (less with a mad); the
+// reference rotates in double and rounds once (1/2 ulp of |y|). For a pair of length L, with
+// |x0 c| + |x1 s| <= L and |y| <= L, each component is off by at most 2 ulp * L; we accept
+// kRopeTableUlps = 4 ulp * L (2x headroom).
+constexpr double kRopeTableUlps = 4;
+
 // SwiGLU: exp (<= 3 ulp), 1 + e, a division (<= 2.5 ulp) and a product: relative 2e-6 = 16 ulp.
 constexpr double kSwigluRelTol = 2e-6;
 
-// Copies (kv_store, kv_gather) and a single IEEE addition (add_inplace, correctly rounded in
-// fp32 on both sides) are bit-exact.
+// Copies (kv_gather; the values and unrotated columns rope_store_kv moves) are bit-exact.
 constexpr double kExactTol = 0.0;
 
 // Cross-entropy: fp32 sums of up to `tile` exponentials in [0, 1] (relative error ~sqrt(tile) ulp,
@@ -91,34 +100,58 @@ double pair_tol(const std::vector<float>& want, size_t row_start, int col, int h
   return pos_err * std::hypot(double(want[a]), double(want[a + 1]));
 }
 
-TEST_F(LayerKernel, RopeMatchesReference) {
+// A chunk of fused q|k|v rows at arbitrary positions (the last far beyond any context, where
+// fp32 angles would be coarse), GQA and MHA, and a head only half of which is rotated. Slots
+// outside slot0.. and the value/padding columns of the rows must be left as they were.
+TEST_F(LayerKernel, RopeStoreKvMatchesReference) {
   struct Case {
-    int n_heads, head_dim, n_rot;
+    int n_head, n_kv, head_dim, n_rot;
   };
   const float theta = 10000.0f;
-  const std::vector<int> pos = {0, 1, 17, 500, 3000};  // one token per position
-  const int n_tokens = int(pos.size());
-  auto d_pos = upload(pos);
-  for (Case cs : {Case{3, 64, 64}, Case{2, 16, 16}, Case{2, 64, 32}}) {  // the last rotates half of each head
-    const std::string name = "rope heads=" + std::to_string(cs.n_heads) + " head_dim=" + std::to_string(cs.head_dim) +
-                             " n_rot=" + std::to_string(cs.n_rot);
-    const int col0 = 8, ld = col0 + cs.n_heads * cs.head_dim + 5;  // heads inside a wider fused row
-    const std::vector<float> x = random_floats(size_t(n_tokens) * ld, 200 + cs.head_dim + cs.n_rot);
-    auto buf = upload(x);
-    ops::rope(ctx(), buf, ld, col0, cs.n_heads, cs.head_dim, cs.n_rot, d_pos, n_tokens, theta);
-    std::vector<float> expect = x;
-    ref::rope(expect.data(), ld, col0, cs.n_heads, cs.head_dim, cs.n_rot, pos.data(), n_tokens, theta);
-    auto tol = [&](size_t i) {
-      const size_t t = i / ld;
-      const int col = int(i % ld) - col0;
-      if (col < 0 || col >= cs.n_heads * cs.head_dim) return 0.0;
-      return pair_tol(expect, t * ld, col0 + col, col0 + col / cs.head_dim * cs.head_dim, cs.n_rot, rope_tol(pos[t]));
-    };
-    EXPECT_TRUE(all_close(name, download_all(buf), expect, tol));
+  const std::vector<int> pos = {0, 1, 17, 500, 3000, 70000};  // one token per position
+  const int n_tokens = int(pos.size()), cap = 20, slot0 = 7;
+  for (Case cs : {Case{3, 3, 64, 64}, Case{6, 2, 16, 16}, Case{4, 2, 64, 32}}) {
+    const std::string name = "rope_store_kv heads=" + std::to_string(cs.n_head) + "/" + std::to_string(cs.n_kv) +
+                             " head_dim=" + std::to_string(cs.head_dim) + " n_rot=" + std::to_string(cs.n_rot);
+    const int hd = cs.head_dim, rotated = (cs.n_head + cs.n_kv) * hd, ld = rotated + cs.n_kv * hd + 3;  // padded
+    std::vector<float> qkv = random_floats(size_t(n_tokens) * ld, 200 + hd + cs.n_rot);
+    std::vector<float> k = random_floats(size_t(cs.n_kv) * cap * hd, 210 + hd), v = random_floats(k.size(), 211 + hd);
+    auto d_qkv = upload(qkv);
+    auto d_k = upload(k);
+    auto d_v = upload(v);
+    auto d_cs = upload(ops::rope_angles(pos, cs.n_rot, theta));
+    ops::rope_store_kv(ctx(), d_qkv, ld, cs.n_head, cs.n_kv, hd, cs.n_rot, d_cs, d_k, d_v, cap, slot0, n_tokens);
+    ref::rope_store_kv(qkv.data(), ld, cs.n_head, cs.n_kv, hd, cs.n_rot, pos.data(), theta, k.data(), v.data(), cap,
+                       slot0, n_tokens);
+    const double pair_err = kRopeTableUlps * kUlp;
+    EXPECT_TRUE(all_close(name + " rows", download_all(d_qkv), qkv, [&](size_t i) {
+      const int col = int(i % ld);
+      if (col >= rotated) return 0.0;  // values and padding
+      return pair_tol(qkv, i / ld * ld, col, col / hd * hd, cs.n_rot, pair_err);
+    }));
+    EXPECT_TRUE(all_close(name + " keys", download_all(d_k), k, [&](size_t i) {
+      const size_t e = i / hd;  // (head, slot)
+      const int slot = int(e % cap);
+      if (slot < slot0 || slot >= slot0 + n_tokens) return 0.0;
+      return pair_tol(k, e * hd, int(i % hd), 0, cs.n_rot, pair_err);
+    }));
+    EXPECT_TRUE(all_close(name + " values", download_all(d_v), v, kExactTol));
+
+    EXPECT_THROW(ops::rope_store_kv(ctx(), d_qkv, ld, cs.n_head, cs.n_kv, hd, cs.n_rot, d_cs, d_k, d_v, cap,
+                                    cap - 2, n_tokens),
+                 cl::ClError);
+    EXPECT_THROW(ops::rope_store_kv(ctx(), d_qkv, ld, cs.n_head, cs.n_kv, hd, hd + 2, d_cs, d_k, d_v, cap, slot0,
+                                    n_tokens),
+                 cl::ClError);
+    const std::vector<int> short_pos(pos.begin(), pos.end() - 1);
+    auto d_cs_short = upload(ops::rope_angles(short_pos, cs.n_rot, theta));  // one row short
+    EXPECT_THROW(ops::rope_store_kv(ctx(), d_qkv, ld, cs.n_head, cs.n_kv, hd, cs.n_rot, d_cs_short, d_k, d_v, cap,
+                                    slot0, n_tokens),
+                 cl::ClError);
   }
 }
 
-// Cache layout [n_heads][cap][head_dim]: rope over it treats each (head, slot) as one token row.
+// Cache layout [n_heads][cap][head_dim]; each (head, slot) is one row of head_dim.
 struct ShiftCase {
   int n_heads = 2, cap = 12, n_slots = 10, head_dim = 64, n_rot = 64;
   float theta = 10000.0f;
@@ -157,36 +190,29 @@ TEST_F(LayerKernel, RopeShiftMatchesReference) {
 }
 
 // The pot re-positions surviving keys with rope_shift instead of re-running RoPE on pre-RoPE
-// keys it no longer has: rope_shift(rope(k, p), d) must equal rope(k, p + d). Both sides carry
-// fp32 angle error, so the tolerance is the sum of the three rotations' (p, d and p + d).
+// keys it no longer has: rope_shift(rope(k, p), d) must equal rope(k, p + d). Both rope(k, p)
+// (the input) and rope(k, p + d) (the expectation) come from the CPU reference (ref::rope_shift
+// of the unrotated keys by p and by p + d: RoPE at those positions, in double, rounded once).
+// Tolerance: rope_tol(d) per pair, as in RopeShiftMatchesReference, since only the device's
+// rotation by d carries fp32 angle error; the two roundings of the reference to float (1/2 ulp
+// of the input and of the expectation, ~1.2 ulp * L together) fit inside its kRopeBaseUlps.
 TEST_F(LayerKernel, RopeShiftOfRopeEqualsRopeAtShiftedPosition) {
   ShiftCase s;
   s.n_slots = s.cap;
   const std::vector<float> k = random_floats(s.floats(), 301);
   std::vector<int> shifted(s.pos.size());
   for (size_t e = 0; e < shifted.size(); ++e) shifted[e] = s.pos[e] + s.delta[e];
-  const int rows = s.n_heads * s.cap;
 
-  auto a = upload(k);
-  auto d_pos = upload(s.pos);
+  std::vector<float> at_p = k;  // rope(k, p)
+  ref::rope_shift(at_p.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.pos.data(), s.n_slots, s.theta);
+  std::vector<float> expect = k;  // rope(k, p + d)
+  ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, shifted.data(), s.n_slots, s.theta);
+
+  auto d_k = upload(at_p);
   auto d_delta = upload(s.delta);
-  ops::rope(ctx(), a, s.head_dim, 0, 1, s.head_dim, s.n_rot, d_pos, rows, s.theta);
-  ops::rope_shift(ctx(), a, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, s.theta);
-  auto b = upload(k);
-  auto d_shifted = upload(shifted);
-  ops::rope(ctx(), b, s.head_dim, 0, 1, s.head_dim, s.n_rot, d_shifted, rows, s.theta);
-
-  const std::vector<float> got_b = download_all(b);
-  auto tol = [&](size_t i) {
-    const size_t e = i / s.head_dim;
-    return s.tol(got_b, i, rope_tol(s.pos[e]) + rope_tol(s.delta[e]) + rope_tol(shifted[e]));
-  };
-  EXPECT_TRUE(all_close("rope_shift(rope(k, p), d) vs rope(k, p + d)", download_all(a), got_b, tol));
-
-  std::vector<float> expect = k;  // and both against the reference at p + d
-  ref::rope(expect.data(), s.head_dim, 0, 1, s.head_dim, s.n_rot, shifted.data(), rows, s.theta);
-  EXPECT_TRUE(all_close("rope(k, p + d)", got_b, expect,
-                        [&](size_t i) { return s.tol(expect, i, rope_tol(shifted[i / s.head_dim])); }));
+  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, s.theta);
+  auto tol = [&](size_t i) { return s.tol(expect, i, rope_tol(s.delta[i / s.head_dim])); };
+  EXPECT_TRUE(all_close("rope_shift(rope(k, p), d) vs rope(k, p + d)", download_all(d_k), expect, tol));
 }
 
 // ---- elementwise.cl -----------------------------------------------------------------------
@@ -203,32 +229,7 @@ TEST_F(LayerKernel, SwigluMatchesReference) {
                         [&](size_t i) { return kSwigluRelTol * std::fabs(expect[i]); }));
 }
 
-TEST_F(LayerKernel, AddInplaceMatchesReference) {
-  const int n = 1001;
-  std::vector<float> y = random_floats(n, 410), x = random_floats(n, 411);
-  auto d_y = upload(y);
-  auto d_x = upload(x);
-  ops::add_inplace(ctx(), d_y, d_x, n);
-  ref::add_inplace(y.data(), x.data(), n);
-  EXPECT_TRUE(all_close("add_inplace", download_all(d_y), y, kExactTol));
-}
-
 // ---- kv_cache.cl --------------------------------------------------------------------------
-
-TEST_F(LayerKernel, KvStoreMatchesReference) {
-  const int n_heads = 6, n_kv = 2, hd = 16, cap = 20, slot0 = 6, n_tokens = 5;
-  const int k0 = n_heads * hd, v0 = k0 + n_kv * hd, ld = v0 + n_kv * hd + 3;  // fused q|k|v rows, padded
-  const std::vector<float> qkv = random_floats(size_t(n_tokens) * ld, 500);
-  std::vector<float> k = random_floats(size_t(n_kv) * cap * hd, 501), v = random_floats(k.size(), 502);
-  auto d_qkv = upload(qkv);
-  auto d_k = upload(k);
-  auto d_v = upload(v);
-  ops::kv_store(ctx(), d_qkv, ld, k0, v0, n_kv, hd, d_k, d_v, cap, slot0, n_tokens);
-  ref::kv_store(qkv.data(), ld, k0, v0, n_kv, hd, k.data(), v.data(), cap, slot0, n_tokens);
-  EXPECT_TRUE(all_close("kv_store keys", download_all(d_k), k, kExactTol));
-  EXPECT_TRUE(all_close("kv_store values", download_all(d_v), v, kExactTol));
-  EXPECT_THROW(ops::kv_store(ctx(), d_qkv, ld, k0, v0, n_kv, hd, d_k, d_v, cap, cap - 2, n_tokens), cl::ClError);
-}
 
 TEST_F(LayerKernel, KvGatherMatchesReference) {
   const int n_kv = 3, hd = 16, cap = 24, n_keep = 7;

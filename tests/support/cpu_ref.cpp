@@ -90,10 +90,18 @@ void rms_norm(const float* x, const float* w, float* out, int n_rows, int n, flo
   }
 }
 
-void rope(float* buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const int* pos, int n_tokens,
-          float theta) {
-  for (int t = 0; t < n_tokens; ++t)
-    for (int h = 0; h < n_heads; ++h) rotate_head(buf + size_t(t) * ld + col0 + h * head_dim, n_rot, pos[t], theta);
+void rope_store_kv(float* qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot, const int* pos,
+                   float theta, float* k_cache, float* v_cache, int cap, int slot0, int n_tokens) {
+  const int v0 = (n_head + n_kv_heads) * head_dim;
+  for (int t = 0; t < n_tokens; ++t) {
+    float* row = qkv + size_t(t) * ld;
+    for (int h = 0; h < n_head + n_kv_heads; ++h) rotate_head(row + h * head_dim, n_rot, pos[t], theta);
+    for (int g = 0; g < n_kv_heads; ++g) {
+      const size_t dst = (size_t(g) * cap + slot0 + t) * head_dim;
+      std::copy_n(row + (n_head + g) * head_dim, head_dim, k_cache + dst);
+      std::copy_n(row + v0 + g * head_dim, head_dim, v_cache + dst);
+    }
+  }
 }
 
 void rope_shift(float* k_cache, int n_heads, int cap, int head_dim, int n_rot, const int* delta, int n_slots,
@@ -112,22 +120,7 @@ void swiglu(const float* gu, int n_rows, int n_ff, float* act) {
     }
 }
 
-void add_inplace(float* y, const float* x, int n) {
-  for (int i = 0; i < n; ++i) y[i] += x[i];
-}
-
 // ---- KV store and attention ---------------------------------------------------------------
-
-void kv_store(const float* qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, float* k_cache,
-              float* v_cache, int cap, int slot0, int n_tokens) {
-  for (int t = 0; t < n_tokens; ++t)
-    for (int h = 0; h < n_kv_heads; ++h)
-      for (int d = 0; d < head_dim; ++d) {
-        const size_t dst = (size_t(h) * cap + slot0 + t) * head_dim + d;
-        k_cache[dst] = qkv[size_t(t) * ld + k0 + h * head_dim + d];
-        v_cache[dst] = qkv[size_t(t) * ld + v0 + h * head_dim + d];
-      }
-}
 
 void kv_gather(const float* src, float* dst, int n_kv_heads, int cap, int head_dim, const int* keep, int n_keep) {
   for (int h = 0; h < n_kv_heads; ++h)

@@ -37,11 +37,14 @@ void gemm_abt(int m, int n, int k, const float* A, int lda, const float* B, int 
 // out[r][i] = x[r][i] / sqrt(mean_i x[r][i]^2 + eps) * w[i]      x, out: [n_rows][n]
 void rms_norm(const float* x, const float* w, float* out, int n_rows, int n, float eps);
 
-// RoPE, normal (adjacent-pair) mode, in place: for pair i < n_rot/2 of head h of token t,
-// angle = pos[t] * theta^(-2i/n_rot) and (x[2i], x[2i+1]) is rotated by it.
-//   buf: [n_tokens][ld], head h at columns col0 + h*head_dim
-void rope(float* buf, int ld, int col0, int n_heads, int head_dim, int n_rot, const int* pos, int n_tokens,
-          float theta);
+// RoPE, normal (adjacent-pair) mode: for pair i < n_rot/2 of a head of token t,
+// angle = pos[t] * theta^(-2i/n_rot) and (x[2i], x[2i+1]) is rotated by it. In place on the
+// q heads 0..n_head-1 and k heads n_head..n_head+n_kv_heads-1 of fused q|k|v rows; then token
+// t's rotated key head g and value head g (columns v0 + g*head_dim, v0 = (n_head + n_kv_heads)
+// * head_dim) go to slot slot0 + t of head g.
+//   qkv: [n_tokens][ld]   k_cache, v_cache: [n_kv_heads][cap][head_dim]
+void rope_store_kv(float* qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot, const int* pos,
+                   float theta, float* k_cache, float* v_cache, int cap, int slot0, int n_tokens);
 
 // Re-rotates rows of a key cache by delta[h*cap + slot] positions, slots < n_slots.
 //   k_cache: [n_heads][cap][head_dim]
@@ -51,15 +54,7 @@ void rope_shift(float* k_cache, int n_heads, int cap, int head_dim, int n_rot, c
 // act[r][i] = silu(gu[r][i]) * gu[r][n_ff + i]                   gu: [n_rows][2*n_ff]
 void swiglu(const float* gu, int n_rows, int n_ff, float* act);
 
-// y[i] += x[i]
-void add_inplace(float* y, const float* x, int n);
-
 // ---- KV store and attention (kv_cache.cl, attention.cl) ---------------------------------
-
-// Token t's key/value head h (qkv columns k0 + h*head_dim, v0 + h*head_dim) goes to slot
-// slot0 + t of head h.                                           caches: [n_kv_heads][cap][head_dim]
-void kv_store(const float* qkv, int ld, int k0, int v0, int n_kv_heads, int head_dim, float* k_cache,
-              float* v_cache, int cap, int slot0, int n_tokens);
 
 // dst[h][j] = src[h][keep[h*n_keep + j]] for j < n_keep; other dst slots untouched.
 void kv_gather(const float* src, float* dst, int n_kv_heads, int cap, int head_dim, const int* keep, int n_keep);
