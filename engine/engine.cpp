@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "pot/policy_registry.h"
+
 namespace infinipot {
 
 Engine::Engine(const EngineOptions& opts)
@@ -43,21 +45,23 @@ std::vector<TokenId> Engine::chat_prompt(const std::string& system, const std::s
   return prompt_parts(system, user, "").all();
 }
 
-std::vector<TokenId> Engine::catalyst_prompt(const PromptParts& parts, const std::string& text) const {
+std::vector<TokenId> Engine::catalyst_prompt(const PromptParts& parts, const std::string& text, int* question_rows) const {
   std::vector<TokenId> out = tokenizer_->encode("\n\n" + text, false, false);
+  if (question_rows) *question_rows = static_cast<int>(out.size());
   out.insert(out.end(), parts.tail.begin(), parts.tail.end());
   return out;
 }
 
-void Engine::prepare(int kv_capacity) { prepare_device(kv_capacity, false); }
+void Engine::prepare(int kv_capacity) { prepare_device(kv_capacity, nullptr); }
 
 void Engine::prepare_pot(const PotOptions& pot) {
   if (pot.keep <= 0 || pot.keep >= pot.capacity) throw std::logic_error("prepare_pot: resolve the pot options first");
-  prepare_device(pot.capacity, true);
-  pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, pot);
+  prepare_device(pot.capacity, &pot);
+  pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, *tokenizer_, pot);
 }
 
-void Engine::prepare_device(int kv_capacity, bool with_pot) {
+void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
+  const bool with_pot = pot != nullptr;
   pot_.reset();
   forward_.reset();
   kv_.reset();
@@ -76,12 +80,19 @@ void Engine::prepare_device(int kv_capacity, bool with_pot) {
   cl::MemoryPlan plan = Forward::plan(cfg_, chunk_, ctx_->tuning().gemm_backend);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
   plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
-  if (with_pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_);
+  if (with_pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, pot->policy);
   const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1, kv_half_);
-  ctx_->memory().check_plan(plan, std::string(with_pot ? "a smaller --pot (" : "a smaller KV capacity (") + std::to_string(kv_capacity) + " entries take " +
-                                      cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " +
-                                      cl::format_bytes(per_entry) + " per token)" +
-                                      (kv_half_ ? "" : ", or --kv-type f16 to halve it"));
+  const std::string entries = std::to_string(kv_capacity) + " entries take " +
+                              cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " + cl::format_bytes(per_entry) +
+                              " per token";
+  const std::string half_hint = kv_half_ ? "" : ", or --kv-type f16 to halve it";
+  std::string hint;
+  if (!with_pot) hint = "a smaller KV capacity (" + entries + ")" + half_hint + ", or --pot N to read through a memory pot";
+  else if (find_policy(pot->policy).residency == Residency::WholeInput)
+    hint = "a policy that reads through the pot (--policy " + pot->policy + " holds the whole input: " + entries + ")" +
+           half_hint;
+  else hint = "a smaller --pot (" + entries + ")" + half_hint;
+  ctx_->memory().check_plan(plan, hint);
 
   model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_));
   kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity, kv_half_);

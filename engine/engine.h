@@ -12,8 +12,8 @@
 #include "model_loader/gguf.h"
 #include "model_loader/model_config.h"
 #include "model_loader/tokenizer.h"
-#include "runtime/kv_store.h"
 #include "pot/memory_pot.h"
+#include "runtime/kv_store.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"
 #include "runtime/model_weights.h"
@@ -76,8 +76,9 @@ class Engine {
   PromptParts prompt_parts(const std::string& system, const std::string& document, const std::string& question,
                            bool raw = false) const;
   // The catalyst prompt (CaP): text asked where the question will be, in the same template,
-  // so it attends to the pot the way the real question will.
-  std::vector<TokenId> catalyst_prompt(const PromptParts& parts, const std::string& text) const;
+  // so it attends to the pot the way the real question will. question_rows (if given): how
+  // many of its tokens are the question itself, before the template's tail.
+  std::vector<TokenId> catalyst_prompt(const PromptParts& parts, const std::string& text, int* question_rows = nullptr) const;
 
   // Creates the device side for a KV capacity of kv_capacity entries. Checks the whole
   // memory plan against the budget first; throws BudgetError naming the minimum.
@@ -96,13 +97,16 @@ class Engine {
   GenerateResult generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts);
   // Reads the prompt through the memory pot (prepare_pot): prefix pinned, body distilled as it
   // overflows, question and tail appended whole; then samples as generate() does.
-  GenerateResult generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst, const GenerateOptions& opts);
+  // whole_input: the pot holds the whole prompt (SnapKV): it is read without distilling, then
+  // distilled once to the pot's keep before the question is appended.
+  GenerateResult generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst, const GenerateOptions& opts,
+                          int question_rows = 0, bool whole_input = false);
   // The token counts the pot must fit for this prompt and -n (what generate() checks).
   static PotLayout pot_layout(const PromptParts& prompt, const std::vector<TokenId>& catalyst, int n_predict);
   nlohmann::json memory_report() const;
 
  private:
-  void prepare_device(int kv_capacity, bool with_pot);
+  void prepare_device(int kv_capacity, const PotOptions* pot);
   // Samples from logits until EOS or n_predict, evaluating each token (the prompt is in).
   void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
               GenerateResult& r);

@@ -74,7 +74,7 @@ PotLayout Engine::pot_layout(const PromptParts& prompt, const std::vector<TokenI
 }
 
 GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst,
-                                const GenerateOptions& opts) {
+                                const GenerateOptions& opts, int question_rows, bool whole_input) {
   if (!pot_) throw cl::ClError("generate: prepare_pot() was not called");
   if (prompt.body.empty()) throw std::invalid_argument("the document is empty: give text with -p or -f");
   if (opts.n_predict < 0) throw std::invalid_argument("-n must be >= 0");
@@ -84,8 +84,9 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.prefix.size() + body.size() + final_part.size());
   const auto t0 = Clock::now();
-  pot_->begin(prompt.prefix, catalyst);
+  pot_->begin(prompt.prefix, catalyst, question_rows);
   pot_->read(body, final_part.front(), static_cast<int>(final_part.size()) + opts.n_predict);
+  if (whole_input) pot_->distill();  // SnapKV: one selection over the whole input
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prefill_s = seconds_since(t0);
   decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cctype>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
+#include "pot/policy_registry.h"
 #include "runtime/cl_error.h"
 
 namespace infinipot {
@@ -21,9 +23,11 @@ std::string str(long long v) { return std::to_string(v); }
 
 PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   if (o.capacity <= 0) throw std::invalid_argument("--pot must be a positive number of KV entries, got " + str(o.capacity));
-  if (!(o.nuc_ratio >= 0.0f && o.nuc_ratio <= 1.0f))
-    throw std::invalid_argument("--nuc-ratio must lie in [0, 1], got " + std::to_string(o.nuc_ratio));
-  const int M = o.capacity, P = L.pinned, K = L.catalyst;
+  if (!(o.params.nuc_ratio >= 0.0f && o.params.nuc_ratio <= 1.0f))
+    throw std::invalid_argument("--nuc-ratio must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
+  if (find_policy(o.policy).residency == Residency::FullCache)
+    throw std::invalid_argument("--policy " + o.policy + " keeps no pot");
+  const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
   // The smallest pot that can distill at all: prefix + one kept entry + catalyst + one new token.
   const int min_pot = P + K + 2;
   if (M < min_pot)
@@ -50,46 +54,84 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   return o;
 }
 
-uint64_t MemoryPot::scoring_bytes(const LlamaConfig& cfg, int capacity, bool half) {
-  const uint64_t mass = uint64_t(cfg.n_layer) * cfg.n_head_kv * capacity * sizeof(float);
-  return mass + KvStore::compaction_bytes(cfg, capacity, half);
+PolicyNeeds MemoryPot::needs_of(const PotOptions& opts) {
+  const PolicyInfo& info = find_policy(opts.policy);
+  if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
+  return info.make(opts.params)->needs();
 }
 
-MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const LlamaConfig& cfg, const PotOptions& opts)
+int MemoryPot::pinned_of(const PotOptions& opts, int prefix) {
+  const PolicyInfo& info = find_policy(opts.policy);
+  if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
+  return info.make(opts.params)->pinned(prefix);
+}
+
+uint64_t MemoryPot::scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const std::string& policy) {
+  PotOptions o;
+  o.policy = policy;
+  const PolicyNeeds n = needs_of(o);
+  const bool mass = n.catalyst || n.accumulated || n.last_query;
+  const uint64_t mass_bytes = mass ? uint64_t(cfg.n_layer) * cfg.n_head_kv * capacity * sizeof(float) : 0;
+  return mass_bytes + KvStore::compaction_bytes(cfg, capacity, half);
+}
+
+MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const LlamaConfig& cfg, const Tokenizer& tokenizer,
+                     const PotOptions& opts)
     : ctx_(ctx), fwd_(forward), kv_(kv), cfg_(cfg), opts_(opts), pending_nuc_(kNoScore) {
   if (opts.capacity != kv.capacity())
     throw std::logic_error("MemoryPot: options capacity differs from the KV store's");
   if (opts.keep <= 0 || opts.keep >= opts.capacity) throw std::logic_error("MemoryPot: resolve() the options first");
+  policy_ = find_policy(opts.policy).make(opts.params);
+  needs_ = policy_->needs();
+  if (int(needs_.catalyst) + int(needs_.accumulated) + int(needs_.last_query) > 1)
+    throw std::logic_error("MemoryPot: a policy may need one attention measure at most");
   const size_t slots = size_t(cfg.n_layer) * cfg.n_head_kv * opts.capacity;
-  mass_ = ctx.memory().alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.cap_mass");
+  if (needs_.catalyst || needs_.accumulated || needs_.last_query)
+    mass_ = ctx.memory().alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.attention_mass");
   nuc_.assign(slots, kNoScore);
+  if (needs_.accumulated) acc_.assign(slots, 0.0f);
   source_.assign(slots, -1);
+  unit_.assign(slots, -1);
   position_.assign(slots, 0);
+  // A token continues the word or number before it when it starts with a letter or digit and
+  // the token before ends with one (no space between): "2" "9" "7" "7" "2", " Rem" "ember".
+  auto word_byte = [](unsigned char c) { return std::isalnum(c) || c >= 0x80; };
+  token_edges_.assign(tokenizer.n_vocab(), 0);
+  for (int id = 0; id < tokenizer.n_vocab(); ++id) {
+    const std::string t = tokenizer.decode_token(id);
+    if (t.empty()) continue;
+    token_edges_[id] = (word_byte(t.front()) ? 1 : 0) | (word_byte(t.back()) ? 2 : 0);
+  }
 }
 
-int MemoryPot::nuc_slots() const {
-  return static_cast<int>(std::lround(opts_.nuc_ratio * (opts_.keep - pinned_)));
-}
+MemoryPot::~MemoryPot() = default;
 
 std::vector<int> MemoryPot::sources(int layer, int head) const {
   const auto* p = source_.data() + at(layer, head, 0);
   return std::vector<int>(p, p + kv_.size());
 }
 
-void MemoryPot::begin(const std::vector<TokenId>& pinned, const std::vector<TokenId>& catalyst) {
-  if (opts_.policy == PotPolicy::InfiniPot && catalyst.empty())
-    throw std::invalid_argument("the infinipot policy needs a catalyst prompt");
+void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<TokenId>& catalyst, int question_rows) {
+  if (needs_.catalyst && catalyst.empty())
+    throw std::invalid_argument("the " + opts_.policy + " policy needs a catalyst prompt");
   kv_.reset();
   stats_ = {};
   decoding_ = false;
   catalyst_ = catalyst;
+  question_rows_ = question_rows > 0 && opts_.cap_question_rows ? std::min<int>(question_rows, catalyst.size()) : 0;
   stream_pos_ = 0;
   pending_nuc_ = kNoScore;
-  pinned_ = static_cast<int>(pinned.size());
+  last_token_ = -1;
+  last_unit_ = -1;
+  pinned_ = policy_->pinned(static_cast<int>(prefix.size()));
   if (pinned_ + static_cast<int>(catalyst.size()) + 2 > opts_.capacity)
     throw std::invalid_argument("the pot cannot hold the pinned prefix plus the catalyst prompt");
-  for (size_t i = 0; i < pinned.size(); i += fwd_.max_chunk())
-    eval_chunk(pinned, i, static_cast<int>(std::min<size_t>(fwd_.max_chunk(), pinned.size() - i)), -1, false);
+  if (!acc_.empty()) {
+    std::fill(acc_.begin(), acc_.end(), 0.0f);
+    ctx_.fill_zero(mass_, mass_.bytes());
+  }
+  for (size_t i = 0; i < prefix.size(); i += fwd_.max_chunk())
+    eval_chunk(prefix, i, static_cast<int>(std::min<size_t>(fwd_.max_chunk(), prefix.size() - i)), -1, false);
 }
 
 // Evaluates tokens[from, from+n) into the next slots. With score, every row's NLL of the
@@ -97,14 +139,26 @@ void MemoryPot::begin(const std::vector<TokenId>& pinned, const std::vector<Toke
 void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score) {
   const int s0 = kv_.size();
   const int p0 = kv_.next_position();
-  fwd_.eval(std::vector<TokenId>(tokens.begin() + from, tokens.begin() + from + n));
+  EvalOptions eo;
+  if (needs_.accumulated) eo.mass = &mass_;  // H2O: every query adds its attention
+  fwd_.eval(std::vector<TokenId>(tokens.begin() + from, tokens.begin() + from + n), eo);
   std::vector<float> nll;
-  if (score && opts_.policy == PotPolicy::InfiniPot && opts_.nuc_ratio > 0.0f) {
+  if (score && needs_.novelty) {
     const auto t0 = Clock::now();
     std::vector<TokenId> targets(n);
     for (int r = 0; r < n; ++r) targets[r] = from + r + 1 < tokens.size() ? tokens[from + r + 1] : next;
     nll = fwd_.token_nll(targets);
     stats_.novelty_s += seconds_since(t0);
+  }
+  // Word / digit runs: a token joining the one before takes its run's start.
+  std::vector<int> unit(n);
+  for (int r = 0; r < n; ++r) {
+    const TokenId t = tokens[from + r];
+    const bool joins = last_token_ >= 0 && t >= 0 && size_t(t) < token_edges_.size() && (token_edges_[t] & 1) &&
+                       (token_edges_[last_token_] & 2);
+    unit[r] = joins ? (r > 0 ? unit[r - 1] : last_unit_) : stream_pos_ + r;
+    last_token_ = t;
+    last_unit_ = unit[r];
   }
   for (int l = 0; l < cfg_.n_layer; ++l)
     for (int h = 0; h < cfg_.n_head_kv; ++h)
@@ -112,6 +166,7 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
         const size_t i = at(l, h, s0 + r);
         nuc_[i] = r == 0 ? pending_nuc_ : (nll.empty() ? kNoScore : nll[r - 1]);
         source_[i] = stream_pos_ + r;
+        unit_[i] = unit[r];
         position_[i] = p0 + r;
       }
   pending_nuc_ = nll.empty() ? kNoScore : nll[n - 1];
@@ -154,73 +209,104 @@ void MemoryPot::append(TokenId token) {
   decoding_ = false;
 }
 
+// CaP: the catalyst prompt's attention to every entry (its question rows), then its entries
+// are dropped.
+void MemoryPot::measure_catalyst() {
+  const int size = kv_.size(), next_position = kv_.next_position();
+  ctx_.fill_zero(mass_, mass_.bytes());
+  const int rows = question_rows_ > 0 ? question_rows_ : static_cast<int>(catalyst_.size());
+  for (size_t i = 0; i < catalyst_.size(); i += fwd_.max_chunk()) {
+    const size_t n = std::min<size_t>(fwd_.max_chunk(), catalyst_.size() - i);
+    EvalOptions eo;
+    if (static_cast<int>(i) < rows) {
+      eo.mass = &mass_;
+      eo.mass_to_row = rows - static_cast<int>(i);
+    }
+    fwd_.eval(std::vector<TokenId>(catalyst_.begin() + i, catalyst_.begin() + i + n), eo);
+  }
+  kv_.set_size(size, next_position);
+}
+
+// TOVA: the last token read is run again in its own slot (same key and value, same position)
+// with its attention measured.
+void MemoryPot::measure_last_query() {
+  ctx_.fill_zero(mass_, mass_.bytes());
+  if (last_token_ < 0 || kv_.size() == 0) return;
+  kv_.set_size(kv_.size() - 1, kv_.next_position() - 1);
+  EvalOptions eo;
+  eo.mass = &mass_;
+  fwd_.eval({last_token_}, eo);
+}
+
+template <typename T>
+void MemoryPot::carry(std::vector<T>& record, int layer, const std::vector<int>& survivors, const std::vector<int>* add) {
+  const int keep = opts_.keep, cap = opts_.capacity;
+  std::vector<T> tmp(keep);
+  for (int h = 0; h < cfg_.n_head_kv; ++h) {
+    const int* keep_h = survivors.data() + size_t(h) * keep;
+    const size_t row = at(layer, h, 0);
+    for (int j = 0; j < keep; ++j) tmp[j] = record[row + keep_h[j]] + (add ? T((*add)[size_t(h) * cap + j]) : T(0));
+    std::copy(tmp.begin(), tmp.end(), record.begin() + row);
+  }
+}
+
 void MemoryPot::distill() {
   const int size = kv_.size();
   const int keep = opts_.keep;
   if (size <= keep) return;
   const int Hkv = cfg_.n_head_kv, cap = opts_.capacity;
 
-  // 1. CaP: the catalyst prompt's attention to every entry, then its entries are dropped.
+  // 1. Measure what the policy needs (NuC was scored while reading).
+  const auto t0 = Clock::now();
   std::vector<float> mass;
-  if (opts_.policy == PotPolicy::InfiniPot) {
-    const auto t0 = Clock::now();
-    const int next_position = kv_.next_position();
-    ctx_.fill_zero(mass_, mass_.bytes());
-    EvalOptions eo;
-    eo.mass = &mass_;
-    eo.mass_from_row = 0;
-    for (size_t i = 0; i < catalyst_.size(); i += fwd_.max_chunk()) {
-      const size_t n = std::min<size_t>(fwd_.max_chunk(), catalyst_.size() - i);
-      fwd_.eval(std::vector<TokenId>(catalyst_.begin() + i, catalyst_.begin() + i + n), eo);
-    }
-    kv_.set_size(size, next_position);
+  if (needs_.catalyst) measure_catalyst();
+  if (needs_.last_query) measure_last_query();
+  if (needs_.catalyst || needs_.last_query || needs_.accumulated) {
     mass.resize(mass_.bytes() / sizeof(float));
     ctx_.read(mass_, mass.data(), mass_.bytes());
-    stats_.catalyst_s += seconds_since(t0);
   }
+  if (needs_.accumulated) {  // the new attention since the last cycle joins what survivors carry
+    for (size_t i = 0; i < mass.size(); ++i) acc_[i] += mass[i];
+    ctx_.fill_zero(mass_, mass_.bytes());
+  }
+  stats_.catalyst_s += seconds_since(t0);
 
-  // 2-5. Selection, compaction and CR-RoPE, layer by layer.
-  const auto t0 = Clock::now();
-  SelectionRequest req;
-  req.n_heads = Hkv;
-  req.size = size;
-  req.pinned = pinned_;
-  req.keep = keep;
-  req.nuc_slots = opts_.policy == PotPolicy::InfiniPot ? nuc_slots() : 0;
-  req.stride = cap;
-  req.policy = opts_.policy;
-  req.pool = opts_.pool;
-  req.shared_heads = opts_.shared_heads;
+  // 2. Selection.
+  const auto t1 = Clock::now();
+  PotScores sc;
+  sc.n_layers = cfg_.n_layer;
+  sc.n_heads = Hkv;
+  sc.stride = cap;
+  sc.size = size;
+  sc.pinned = pinned_;
+  sc.keep = keep;
+  sc.catalyst = needs_.catalyst ? mass.data() : nullptr;
+  sc.last_query = needs_.last_query ? mass.data() : nullptr;
+  sc.accumulated = needs_.accumulated ? acc_.data() : nullptr;
+  sc.novelty = needs_.novelty ? nuc_.data() : nullptr;
+  sc.source = source_.data();
+  sc.unit = unit_.data();
+  const std::vector<int> all = policy_->select(sc);
+
+  // 3-4. Compaction and CR-RoPE, layer by layer.
   std::vector<int> delta(size_t(Hkv) * cap, 0);
-  std::vector<float> nuc_row(cap);
-  std::vector<int> int_row(cap);
   for (int l = 0; l < cfg_.n_layer; ++l) {
-    const size_t base = at(l, 0, 0);
-    req.mass = mass.empty() ? nullptr : mass.data() + base;
-    req.nuc = nuc_.data() + base;
-    const std::vector<int> survivors = select_survivors(req);
+    const auto layer_block = all.begin() + size_t(l) * Hkv * keep;  // [Hkv][keep]
+    const std::vector<int> survivors(layer_block, layer_block + size_t(Hkv) * keep);
     kv_.compact(l, survivors, keep);
-    for (int h = 0; h < Hkv; ++h) {
-      const int* keep_h = survivors.data() + size_t(h) * keep;
-      const size_t row = at(l, h, 0);
-      for (int j = 0; j < keep; ++j) {
-        const int old_pos = position_[row + keep_h[j]];
-        delta[size_t(h) * cap + j] = opts_.cr_rope ? j - old_pos : 0;
-      }
-      // Carry the host-side bookkeeping along with the entries (positions take the delta).
-      auto carry = [&](auto& v, auto& tmp, bool add_delta) {
-        for (int j = 0; j < keep; ++j) tmp[j] = v[row + keep_h[j]] + (add_delta ? delta[size_t(h) * cap + j] : 0);
-        std::copy(tmp.begin(), tmp.begin() + keep, v.begin() + row);
-      };
-      carry(nuc_, nuc_row, false);
-      carry(source_, int_row, false);
-      carry(position_, int_row, true);
-    }
+    for (int h = 0; h < Hkv; ++h)
+      for (int j = 0; j < keep; ++j)
+        delta[size_t(h) * cap + j] = opts_.cr_rope ? j - position_[at(l, h, survivors[size_t(h) * keep + j])] : 0;
+    carry(nuc_, l, survivors);
+    carry(source_, l, survivors);
+    carry(unit_, l, survivors);
+    carry(position_, l, survivors, &delta);
+    if (!acc_.empty()) carry(acc_, l, survivors);
     if (opts_.cr_rope) kv_.rerotate(l, delta);
   }
   // CR-RoPE: the pot's positions are 0 .. keep-1 again, the next token takes position keep.
   kv_.set_size(keep, opts_.cr_rope ? keep : kv_.next_position());
-  stats_.compact_s += seconds_since(t0);
+  stats_.compact_s += seconds_since(t1);
   ++stats_.cycles;
 }
 

@@ -1,25 +1,29 @@
 // The memory pot: InfiniPot's Continual Context Distillation (CCD) over a fixed KV store.
 //
-// A stream is read into a pot of `capacity` KV entries. Its first `pinned` tokens (the chat
-// template's prefix) stay for good. Whenever the next text would leave no room for the
-// catalyst prompt, the pot distills:
-//   1. CaP: the catalyst prompt is run after the pot's content; the attention it pays each
-//      entry, per layer and KV head, is summed (Forward's EvalOptions::mass). Its own entries
-//      are dropped again afterwards: it is never part of the context.
-//   2. NuC: every token read got a novelty score when it was read, -log p(token | pot before
-//      it), from the rows of the chunk that read it (Forward::token_nll).
-//   3. Selection (pot/selection.h): per layer and KV head, the pinned prefix, then the most
-//      novel tokens, then the highest catalyst mass, `keep` entries in all.
-//   4. Compaction: survivors move to the front of their head, in order (KvStore::compact).
-//   5. CR-RoPE: each survivor's key is re-rotated to position = its new slot, so the pot's
+// A stream is read into a pot of `capacity` KV entries. The first tokens (the chat template's
+// prefix, as many as the policy pins) stay for good. Whenever the next text would leave no
+// room for the catalyst prompt, the pot distills, with one pipeline for every policy
+// (pot/policy.h, chosen by name from pot/policy_registry.h):
+//   1. Measure what the policy needs (PolicyNeeds):
+//      CaP: the catalyst prompt runs after the pot's content; the attention its question rows
+//        pay each entry, per layer and KV head, is summed (Forward's EvalOptions::mass); its
+//        own entries are dropped again afterwards: it is never part of the context;
+//      NuC: every token got a novelty score when it was read, -log p(token | pot before it);
+//      H2O: attention accumulated from every query since the entry was read;
+//      TOVA: the attention the last token read pays (it is re-run once to measure it).
+//   2. Select (PotPolicy::select): `keep` survivors per layer and KV head.
+//   3. Compaction: survivors move to the front of their head, in order (KvStore::compact).
+//   4. CR-RoPE: each survivor's key is re-rotated to position = its new slot, so the pot's
 //      positions are always 0 .. size-1 and never leave the model's trained range.
 // Reading then goes on into the freed slots. See docs/pot.md.
 #pragma once
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "model_loader/tokenizer.h"
 #include "runtime/kv_store.h"
-#include "pot/selection.h"
+#include "pot/policy.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"
 
@@ -28,19 +32,18 @@ namespace infinipot {
 struct PotOptions {
   int capacity = 0;        // |M|: KV entries the pot holds
   int keep = 0;            // |C|: entries left after a distillation, pinned prefix included (0: capacity / 2)
-  float nuc_ratio = 0.5f;  // alpha: share of the non-pinned survivors chosen by NuC (paper: 0.5)
-  PotPolicy policy = PotPolicy::InfiniPot;
+  std::string policy = "infinipot";  // pot/policy_registry.h
+  PolicyParams params;     // what shapes the policy's choice (nuc_ratio, pool, recent, per_head, ...)
   bool cr_rope = true;     // false: keys keep their stream positions (ablation; leaves the trained range)
-  // Every KV head of a layer keeps the same entries (pot/selection.h). On by default: on
-  // SmolLM2 (3 KV heads) per-head choice splits multi-token facts across heads (docs/pot.md).
-  bool shared_heads = true;
-  int pool = 0;            // max-pool scores over +-pool neighbouring slots before choosing (pot/selection.h)
+  // CaP counts the attention of the catalyst's question rows only, not of the chat template's
+  // tail after them (which attends to the template, not to the facts). false: every row.
+  bool cap_question_rows = true;
 };
 
 // The token counts a pot has to fit, known before any device work.
 struct PotLayout {
-  int pinned = 0;     // chat prefix, never evicted
-  int catalyst = 0;   // catalyst prompt tokens (0 for the recent policy)
+  int pinned = 0;     // chat prefix tokens the policy pins (never evicted)
+  int catalyst = 0;   // catalyst prompt tokens (0 for policies without CaP)
   int body = 0;       // document tokens, read with distillation
   int final_tokens = 0;  // question + template tail + answer: appended with no distillation
 };
@@ -60,13 +63,19 @@ class MemoryPot {
   // naming the flag to change. Returns the options with keep filled in.
   static PotOptions resolve(PotOptions opts, const PotLayout& layout);
   // Device bytes the pot needs beyond its K/V (category pot_scoring).
-  static uint64_t scoring_bytes(const LlamaConfig& cfg, int capacity, bool half);
+  static uint64_t scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const std::string& policy);
+  // The policy's needs and pinned prefix, for a layout check before any device work.
+  static PolicyNeeds needs_of(const PotOptions& opts);
+  static int pinned_of(const PotOptions& opts, int prefix);
 
-  MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const LlamaConfig& cfg, const PotOptions& opts);
+  MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const LlamaConfig& cfg, const Tokenizer& tokenizer,
+            const PotOptions& opts);
+  ~MemoryPot();
 
-  // Empties the pot and reads the pinned prefix. catalyst: the CaP tokens (may be empty for
-  // the recent policy).
-  void begin(const std::vector<TokenId>& pinned, const std::vector<TokenId>& catalyst);
+  // Empties the pot and reads the chat prefix (the policy pins its first pinned_of() tokens).
+  // catalyst: the CaP tokens (empty for policies without CaP); its first question_rows
+  // tokens are the question whose attention counts (0: all of them).
+  void begin(const std::vector<TokenId>& prefix, const std::vector<TokenId>& catalyst, int question_rows = 0);
   // Reads text, distilling whenever the next chunk would not fit beside the catalyst.
   // next: the token after these (scores the last one's successor), or -1. still_to_come:
   // tokens finish() will append after these; while everything left fits the free slots,
@@ -77,18 +86,23 @@ class MemoryPot {
   void finish(const std::vector<TokenId>& tokens, int n);
   // One generated token into the next slot (decoding; never distills: finish() made room).
   void append(TokenId token);
-  // One CCD cycle (CaP, NuC, selection, compaction, CR-RoPE). No-op when size <= keep.
+  // One CCD cycle (measure, select, compact, CR-RoPE). No-op when size <= keep.
   void distill();
+  const PolicyNeeds& needs() const { return needs_; }
 
   const PotOptions& options() const { return opts_; }
   const PotStats& stats() const { return stats_; }
   int pinned() const { return pinned_; }
-  int nuc_slots() const;
   // Stream index (0 = first pinned token) of the token in each slot of (layer, KV head).
   std::vector<int> sources(int layer, int head) const;
 
  private:
   void eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score);
+  void measure_catalyst();
+  void measure_last_query();
+  // Moves a host-side per-slot record along with the survivors of one layer.
+  template <typename T>
+  void carry(std::vector<T>& record, int layer, const std::vector<int>& survivors, const std::vector<int>* add = nullptr);
   size_t at(int layer, int head, int slot) const { return (size_t(layer) * cfg_.n_head_kv + head) * opts_.capacity + slot; }
 
   cl::Context& ctx_;
@@ -96,15 +110,25 @@ class MemoryPot {
   KvStore& kv_;
   LlamaConfig cfg_;
   PotOptions opts_;
+  std::unique_ptr<PotPolicy> policy_;
+  PolicyNeeds needs_;
   std::vector<TokenId> catalyst_;
+  int question_rows_ = 0;  // catalyst rows whose attention counts
+  TokenId last_token_ = -1;  // the last token read (TOVA re-runs it)
+  int last_unit_ = -1;       // its word / digit run
+  std::vector<unsigned char> token_edges_;  // per vocabulary id: bit 0 starts with a letter/digit, bit 1 ends with one
   int pinned_ = 0;
   int stream_pos_ = 0;   // stream index of the next token read
   bool decoding_ = false;  // append() is evaluating an answer token
   float pending_nuc_;    // NuC of the next token read (from the last row of the previous chunk)
-  cl::Buffer mass_;      // [n_layer][n_kv_heads][capacity] CaP attention mass
+  // [n_layer][n_kv_heads][capacity] attention mass: the catalyst's (CaP), the last token's
+  // (TOVA) or accumulated over every query (H2O); a policy needs at most one of them.
+  cl::Buffer mass_;
   // Host-side, per [n_layer][n_kv_heads][capacity] slot:
   std::vector<float> nuc_;      // novelty of the token in the slot
+  std::vector<float> acc_;      // H2O: accumulated attention (carried through compactions)
   std::vector<int> source_;     // its stream index
+  std::vector<int> unit_;       // stream index where its word / digit run starts
   std::vector<int> position_;   // the RoPE position its key is rotated to
   PotStats stats_;
 };

@@ -5,116 +5,103 @@
 #include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 namespace infinipot {
-
-PotPolicy parse_pot_policy(const std::string& name) {
-  if (name == "infinipot") return PotPolicy::InfiniPot;
-  if (name == "recent") return PotPolicy::Recent;
-  throw std::invalid_argument("--pot-policy must be infinipot or recent, got '" + name + "'");
-}
-
-const char* pot_policy_name(PotPolicy p) { return p == PotPolicy::Recent ? "recent" : "infinipot"; }
-
 namespace {
 
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
 // Higher score first; NaN last; ties to the later slot.
-struct ByScore {
-  const float* score;
-  bool operator()(int a, int b) const {
-    const float x = score[a], y = score[b];
-    const bool xn = std::isnan(x), yn = std::isnan(y);
-    if (xn != yn) return yn;
-    if (!xn && x != y) return x > y;
-    return a > b;
-  }
-};
-
-// Moves the best `count` of cand to its front (order among them unspecified).
-void take_best(std::vector<int>& cand, int count, const float* score) {
-  if (count <= 0 || cand.empty()) return;
-  count = std::min<int>(count, static_cast<int>(cand.size()));
-  std::nth_element(cand.begin(), cand.begin() + (count - 1), cand.end(), ByScore{score});
-  // nth_element puts the count-th best at count-1 and everything better before it.
-}
-
-// out[j] = max of in[j-w .. j+w] over slots in [lo, hi); NaN only where the window has no number.
-void max_pool(const float* in, float* out, int lo, int hi, int w) {
-  for (int j = lo; j < hi; ++j) {
-    float best = std::numeric_limits<float>::quiet_NaN();
-    for (int k = std::max(lo, j - w); k <= std::min(hi - 1, j + w); ++k)
-      if (!std::isnan(in[k]) && (std::isnan(best) || in[k] > best)) best = in[k];
-    out[j] = best;
-  }
+bool better(float x, int a, float y, int b) {
+  const bool xn = std::isnan(x), yn = std::isnan(y);
+  if (xn != yn) return yn;
+  if (!xn && x != y) return x > y;
+  return a > b;
 }
 
 }  // namespace
 
-std::vector<int> select_survivors(const SelectionRequest& r) {
-  if (r.n_heads <= 0 || r.size < 0 || r.stride < r.size)
-    throw std::invalid_argument("select_survivors: bad shape");
-  if (r.pinned < 0 || r.pinned > r.keep || r.keep > r.size)
-    throw std::invalid_argument("select_survivors: need 0 <= pinned (" + std::to_string(r.pinned) + ") <= keep (" +
-                                std::to_string(r.keep) + ") <= size (" + std::to_string(r.size) + ")");
-  const int free_places = r.keep - r.pinned;
-  if (r.nuc_slots < 0 || r.nuc_slots > free_places)
-    throw std::invalid_argument("select_survivors: nuc_slots must lie in [0, keep - pinned]");
-  if (r.policy == PotPolicy::InfiniPot && (!r.mass || (r.nuc_slots > 0 && !r.nuc)))
-    throw std::invalid_argument("select_survivors: infinipot policy needs mass (and nuc for NuC slots)");
+void spread_scores(const float* in, const int* unit, int lo, int hi, int back, int fwd, float* out) {
+  for (int j = lo; j < hi; ++j) {
+    int first = j, last = j;
+    if (unit) {
+      while (first > lo && unit[first - 1] == unit[j]) --first;
+      while (last + 1 < hi && unit[last + 1] == unit[j]) ++last;
+    }
+    float best = kNaN;
+    for (int i = std::max(lo, first - back); i <= std::min(hi - 1, last + fwd); ++i)
+      if (!std::isnan(in[i]) && (std::isnan(best) || in[i] > best)) best = in[i];
+    out[j] = best;
+  }
+}
 
-  if (r.pool < 0) throw std::invalid_argument("select_survivors: pool must be >= 0");
-  std::vector<int> out(size_t(r.n_heads) * r.keep);
+int take_best(const float* score, int lo, int hi, int count, std::vector<char>& taken) {
   std::vector<int> cand;
-  std::vector<float> pooled_mass, pooled_nuc;
-  if (r.pool > 0) {
-    pooled_mass.assign(r.stride, 0.0f);
-    pooled_nuc.assign(r.stride, 0.0f);
-  }
-  if (r.shared_heads && r.n_heads > 1 && r.policy == PotPolicy::InfiniPot) {
-    // Choose once on the head-summed scores, then give every head the same survivors.
-    std::vector<float> mass_sum(r.stride, 0.0f), nuc_sum(r.stride, 0.0f);
-    for (int h = 0; h < r.n_heads; ++h)
-      for (int j = 0; j < r.size; ++j) {
-        mass_sum[j] += r.mass[size_t(h) * r.stride + j];
-        if (r.nuc) nuc_sum[j] += r.nuc[size_t(h) * r.stride + j];
+  for (int j = lo; j < hi; ++j)
+    if (!taken[j]) cand.push_back(j);
+  count = std::min<int>(count, static_cast<int>(cand.size()));
+  if (count <= 0) return 0;
+  std::nth_element(cand.begin(), cand.begin() + (count - 1), cand.end(),
+                   [&](int a, int b) { return better(score[a], a, score[b], b); });
+  for (int i = 0; i < count; ++i) taken[cand[i]] = 1;
+  return count;
+}
+
+std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceStage>& stages, const ChoiceShape& shape) {
+  if (s.n_layers <= 0 || s.n_heads <= 0 || s.size < 0 || s.stride < s.size)
+    throw std::invalid_argument("choose_survivors: bad shape");
+  if (s.pinned < 0 || s.pinned > s.keep || s.keep > s.size)
+    throw std::invalid_argument("choose_survivors: need 0 <= pinned (" + std::to_string(s.pinned) + ") <= keep (" +
+                                std::to_string(s.keep) + ") <= size (" + std::to_string(s.size) + ")");
+  if (shape.head < 0 || shape.recent < 0 || shape.back < 0 || shape.fwd < 0)
+    throw std::invalid_argument("choose_survivors: negative window");
+  for (const auto& st : stages)
+    if (!st.score || st.count < 0) throw std::invalid_argument("choose_survivors: a stage without scores");
+  const int L = s.n_layers, H = s.n_heads, n = s.size;
+  const int layer_groups = shape.per_layer ? L : 1, head_groups = shape.per_head ? H : 1;
+  std::vector<int> out(size_t(L) * H * s.keep);
+  std::vector<float> sum(n), spread(n);
+  std::vector<char> taken(n);
+  for (int lg = 0; lg < layer_groups; ++lg)
+    for (int hg = 0; hg < head_groups; ++hg) {
+      const int l0 = shape.per_layer ? lg : 0, l1 = shape.per_layer ? lg + 1 : L;
+      const int h0 = shape.per_head ? hg : 0, h1 = shape.per_head ? hg + 1 : H;
+      std::fill(taken.begin(), taken.end(), 0);
+      std::fill(taken.begin(), taken.begin() + s.pinned, 1);
+      int free_places = s.keep - s.pinned;
+      // Outright keeps: the entries after the prefix, then the newest.
+      const int head = std::min(shape.head, free_places);
+      std::fill(taken.begin() + s.pinned, taken.begin() + s.pinned + head, 1);
+      free_places -= head;
+      const int recent = std::min(shape.recent, free_places);
+      for (int j = n - recent; j < n; ++j) free_places -= !taken[j], taken[j] = 1;
+      const int* unit = shape.units && s.unit ? s.unit + s.at(l0, h0) : nullptr;
+      for (size_t k = 0; k < stages.size() && free_places > 0; ++k) {
+        for (int j = 0; j < n; ++j) {
+          float acc = kNaN;
+          for (int l = l0; l < l1; ++l)
+            for (int h = h0; h < h1; ++h) {
+              const float v = stages[k].score[s.at(l, h) + j];
+              if (!std::isnan(v)) acc = std::isnan(acc) ? v : acc + v;
+            }
+          sum[j] = acc;
+        }
+        spread_scores(sum.data(), unit, s.pinned, n, shape.back, shape.fwd, spread.data());
+        const int want = k + 1 == stages.size() ? free_places : std::min(stages[k].count, free_places);
+        free_places -= take_best(spread.data(), s.pinned, n, want, taken);
       }
-    SelectionRequest one = r;
-    one.n_heads = 1;
-    one.shared_heads = false;
-    one.mass = mass_sum.data();
-    one.nuc = r.nuc ? nuc_sum.data() : nullptr;
-    const std::vector<int> chosen = select_survivors(one);
-    for (int h = 0; h < r.n_heads; ++h) std::copy(chosen.begin(), chosen.end(), out.begin() + size_t(h) * r.keep);
-    return out;
-  }
-  for (int h = 0; h < r.n_heads; ++h) {
-    int* dst = out.data() + size_t(h) * r.keep;
-    std::iota(dst, dst + r.pinned, 0);
-    if (r.policy == PotPolicy::Recent) {
-      std::iota(dst + r.pinned, dst + r.keep, r.size - free_places);
-      continue;
+      // Without stages (or if stages ran dry) the newest free entries fill what is left.
+      for (int j = n - 1; j >= 0 && free_places > 0; --j)
+        if (!taken[j]) taken[j] = 1, --free_places;
+      std::vector<int> chosen;
+      chosen.reserve(s.keep);
+      for (int j = 0; j < n; ++j)
+        if (taken[j]) chosen.push_back(j);
+      for (int l = l0; l < l1; ++l)
+        for (int h = h0; h < h1; ++h)
+          std::copy(chosen.begin(), chosen.end(), out.begin() + (size_t(l) * H + h) * s.keep);
     }
-    const float* mass = r.mass + size_t(h) * r.stride;
-    const float* nuc = r.nuc ? r.nuc + size_t(h) * r.stride : nullptr;
-    if (r.pool > 0) {
-      max_pool(mass, pooled_mass.data(), r.pinned, r.size, r.pool);
-      mass = pooled_mass.data();
-      if (nuc) {
-        max_pool(nuc, pooled_nuc.data(), r.pinned, r.size, r.pool);
-        nuc = pooled_nuc.data();
-      }
-    }
-    cand.resize(r.size - r.pinned);
-    std::iota(cand.begin(), cand.end(), r.pinned);
-    // Step 1 (NuC): the nuc_slots most novel tokens.
-    take_best(cand, r.nuc_slots, nuc);
-    // Step 2 (CaP): of the rest, the highest catalyst attention mass.
-    std::vector<int> rest(cand.begin() + r.nuc_slots, cand.end());
-    take_best(rest, free_places - r.nuc_slots, mass);
-    std::copy(cand.begin(), cand.begin() + r.nuc_slots, dst + r.pinned);
-    std::copy(rest.begin(), rest.begin() + (free_places - r.nuc_slots), dst + r.pinned + r.nuc_slots);
-    std::sort(dst + r.pinned, dst + r.keep);
-  }
   return out;
 }
 

@@ -1,50 +1,49 @@
-// Which KV entries survive a distillation: the token selection of InfiniPot's Continual
-// Context Distillation (paper Sec. 3.3.3 and Appendix B), as plain host code.
+// The selection steps every policy is built from, as plain host code. The device kernels in
+// cl_kernels/pot_select.cl do the same steps and are tested against these.
 //
-// Per KV head, over the filled slots [0, size):
-//   * slots [0, pinned) always survive (the chat template's prefix: system prompt and the
-//     user header; the model leans on them as attention sinks and they carry the roles);
-//   * of the rest, the nuc_slots entries with the highest novelty (NuC: -log p of the token
-//     given the pot before it) survive first;
-//   * the remaining keep - pinned - nuc_slots places go to the highest catalyst attention mass
-//     (CaP: attention the catalyst prompt paid the entry, summed over the head's query group).
-// Survivors keep their order, so the result per head is ascending. Ties go to the later slot
-// (more recent text), which makes the choice deterministic.
+// A choice runs per group of (layer, KV head) rows that keep the same entries: one head, a
+// layer's heads together, or every layer together (PotScores, ChoiceShape). For a group:
+//   1. each stage's score rows are summed over the group (NaN counts as nothing; NaN where
+//      every member is NaN);
+//   2. spread: every slot takes the best score within `back` slots before it and `fwd` after
+//      it, widened to the whole word or digit run it belongs to, so a fact chosen by one of its
+//      tokens survives whole (spread_scores);
+//   3. the pinned prefix, the first `head` entries after it and the `recent` newest entries
+//      are kept outright;
+//   4. stage by stage, the best remaining slots are taken (take_best: higher first, NaN last,
+//      ties to the later slot) until `keep` are kept.
+// Survivors are returned ascending, the same list for every member of the group.
 #pragma once
-#include <string>
 #include <vector>
+
+#include "pot/policy.h"
 
 namespace infinipot {
 
-enum class PotPolicy {
-  InfiniPot,  // CaP + NuC, as above
-  Recent,     // pinned prefix + the most recent entries (StreamingLLM-style baseline)
-};
-PotPolicy parse_pot_policy(const std::string& name);  // "infinipot" | "recent"
-const char* pot_policy_name(PotPolicy p);
-
-struct SelectionRequest {
-  int n_heads = 0;    // KV heads
-  int size = 0;       // filled slots
-  int pinned = 0;     // slots [0, pinned) always kept
-  int keep = 0;       // survivors per head, pinned included; pinned <= keep <= size
-  int nuc_slots = 0;  // of keep - pinned, how many are chosen by NuC first
-  int stride = 0;     // row stride of mass and nuc (the pot's capacity)
-  const float* mass = nullptr;  // [n_heads][stride] CaP attention mass
-  const float* nuc = nullptr;   // [n_heads][stride] NuC score of the token in each slot
-  PotPolicy policy = PotPolicy::InfiniPot;
-  // Each candidate's scores are first max-pooled over the slots within `pool` of it (same
-  // head, candidates only), as SnapKV pools attention: a token keeps its neighbours, so a
-  // phrase (a name, a number) survives whole instead of as scattered pieces. 0: no pooling.
-  int pool = 0;
-  // All KV heads of the layer keep the same entries, chosen by the scores summed over heads
-  // (slots must then hold the same tokens in every head, which holds if every distillation
-  // of the stream used it). false: per head, as the paper does.
-  bool shared_heads = false;
+struct ChoiceShape {
+  bool per_head = false;   // each KV head is its own group
+  bool per_layer = true;   // each layer is its own group (false: one group over all layers)
+  int head = 0;            // entries right after the pinned prefix always kept
+  int recent = 0;          // newest entries always kept
+  int back = 0, fwd = 0;   // spread window (slots before / after)
+  bool units = false;      // widen the spread to whole word / digit runs
 };
 
-// [n_heads][keep] surviving slots, ascending per head. Throws std::invalid_argument on an
-// inconsistent request. NaN scores rank below every number.
-std::vector<int> select_survivors(const SelectionRequest& r);
+struct ChoiceStage {
+  const float* score = nullptr;  // [n_layers][n_heads][stride]
+  int count = 0;                 // places this stage fills; the last stage fills what is left
+};
+
+// out[j] = max of in[i] for i in [first(j) - back, last(j) + fwd] within [lo, hi), where
+// [first(j), last(j)] are the slots of j's unit (units null: just j). NaN only where every
+// value in the window is NaN.
+void spread_scores(const float* in, const int* unit, int lo, int hi, int back, int fwd, float* out);
+
+// Marks the `count` best of the slots [lo, hi) not yet taken (higher score first, NaN last,
+// ties to the later slot). Returns how many it marked (fewer if fewer were free).
+int take_best(const float* score, int lo, int hi, int count, std::vector<char>& taken);
+
+// Runs the choice described above. Returns [n_layers][n_heads][keep] slots.
+std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceStage>& stages, const ChoiceShape& shape);
 
 }  // namespace infinipot

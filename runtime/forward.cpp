@@ -129,7 +129,8 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
                        kv_.values(l), kv_.capacity(), n_past, n, kv_.half());
     ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
     if (opts.mass)
-      ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, opts.mass_from_row, n, lse_, *opts.mass,
+      ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, opts.mass_from_row,
+                          opts.mass_to_row < 0 ? n : std::min(n, opts.mass_to_row), lse_, *opts.mass,
                           size_t(l) * c.n_head_kv * kv_.capacity());
     set_input(attn_, n, q_dim);
     project(L.wo, x_, c.n_embd, 0, true);                              // x  += attn Wo^T

@@ -12,10 +12,12 @@
 namespace infinipot {
 
 struct EvalOptions {
-  // Attention mass (CaP): when set, the rows [mass_from_row, n) of this chunk add the
-  // attention they pay to every KV entry into mass: [n_layer][n_kv_heads][capacity].
+  // Attention mass (CaP, H2O, TOVA): when set, the rows [mass_from_row, mass_to_row) of this
+  // chunk (mass_to_row < 0: to its end) add the attention they pay to every KV entry into
+  // mass: [n_layer][n_kv_heads][capacity].
   cl::Buffer* mass = nullptr;
   int mass_from_row = 0;
+  int mass_to_row = -1;
 };
 
 class Forward {

@@ -3,8 +3,8 @@
 #include <iostream>
 #include <memory>
 
-#include "pot/memory_pot.h"
-#include "engine/engine.h"
+#include "engine/answer.h"
+#include "pot/policy_registry.h"
 #include "tools/cli_common.h"
 
 namespace infinipot::cli {
@@ -27,106 +27,28 @@ struct RunOpts {
   float nuc_ratio = 0.5f;
   std::string catalyst;
   bool catalyst_given = false;
-  std::string pot_policy = "infinipot";
+  std::string policy;  // "" = infinipot with --pot, else full
   bool no_cr_rope = false;
-  int pool = 0;
-  std::string pot_heads = "shared";
-  bool nuc_given = false, heads_given = false;
+  int pool = -1, pool_ahead = -1, recent = -1;
+  std::string pot_heads = "shared", pot_layers = "shared", units = "word", cap_rows = "question";
+  bool nuc_given = false, heads_given = false, layers_given = false, units_given = false, pool_given = false,
+       cap_rows_given = false;
   std::string watch;
 };
 
-// Where `watch` first occurs in the document, as stream indices [first, last] of the body
-// tokens that cover it (body token i is stream index offset + i); {-1, -1} if absent.
-std::pair<int, int> watch_span(const Tokenizer& tok, const std::vector<TokenId>& body, int offset,
-                               const std::string& document, const std::string& watch) {
-  const size_t at = document.find(watch);
-  if (watch.empty() || at == std::string::npos) return {-1, -1};
-  int first = -1, last = -1;
-  size_t pos = 0;  // byte offset of token i in the decoded document
-  for (size_t i = 0; i < body.size() && pos < at + watch.size(); ++i) {
-    const size_t len = tok.decode_token(body[i]).size();
-    if (pos + len > at && first < 0) first = offset + static_cast<int>(i);
-    if (pos + len > at) last = offset + static_cast<int>(i);
-    pos += len;
-  }
-  return {first, last};
-}
-
-// How much of the watched span each (layer, KV head) of the pot still holds.
-nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::pair<int, int> span) {
-  if (span.first < 0) return {{"found", false}};
-  const int n = span.second - span.first + 1;
-  double kept = 0;
-  int complete = 0;
-  nlohmann::json per_layer = nlohmann::json::array();
-  for (int l = 0; l < cfg.n_layer; ++l) {
-    double layer_kept = 0;
-    for (int h = 0; h < cfg.n_head_kv; ++h) {
-      int c = 0;
-      for (int src : pot.sources(l, h)) c += src >= span.first && src <= span.second;
-      layer_kept += double(c) / n;
-      complete += c == n;
-    }
-    per_layer.push_back(layer_kept / cfg.n_head_kv);
-    kept += layer_kept;
-  }
-  const int heads = cfg.n_layer * cfg.n_head_kv;
-  return {{"found", true}, {"first_token", span.first}, {"tokens", n}, {"kept_fraction", kept / heads},
-          {"heads_complete", double(complete) / heads}, {"kept_fraction_per_layer", per_layer}};
-}
-
-// The general catalyst prompt (CaP-G) when no question is known in advance.
-const char* kGeneralCatalyst =
-    "Summarize the text above. List its key facts, names, numbers, dates and events.";
-
-nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
-  const PotOptions& o = pot.options();
-  const PotStats& s = pot.stats();
-  return {{"capacity", o.capacity},         {"keep", o.keep},
-          {"pinned", pot.pinned()},         {"catalyst_tokens", catalyst_tokens},
-          {"nuc_slots", pot.nuc_slots()},   {"nuc_ratio", o.nuc_ratio},
-          {"policy", pot_policy_name(o.policy)}, {"cr_rope", o.cr_rope},
-          {"cycles", s.cycles},             {"tokens_read", s.tokens_read},
-          {"max_position", s.max_position}, {"catalyst_s", s.catalyst_s},
-          {"novelty_s", s.novelty_s},       {"compact_s", s.compact_s}};
-}
-
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
 
-// run with --pot: the document streams through the memory pot.
-void run_in_pot(const RunOpts& o, Engine& engine, const PromptParts& parts, const std::string& document) {
-  PotOptions po;
-  po.capacity = o.pot;
-  po.keep = o.keep;
-  po.nuc_ratio = o.nuc_ratio;
-  po.policy = parse_pot_policy(o.pot_policy);
-  po.cr_rope = !o.no_cr_rope;
-  po.pool = o.pool;
-  po.shared_heads = o.pot_heads == "shared";
-  // CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
-  const std::string cap_text = o.catalyst_given ? o.catalyst : !o.question.empty() ? o.question : kGeneralCatalyst;
-  const std::vector<TokenId> catalyst =
-      po.policy == PotPolicy::InfiniPot ? engine.catalyst_prompt(parts, cap_text) : std::vector<TokenId>{};
-  po = MemoryPot::resolve(po, Engine::pot_layout(parts, catalyst, o.n_predict));
-  engine.prepare_pot(po);
-
-  GenerateOptions go;
-  go.n_predict = o.n_predict;
-  go.sampler = {o.temp, o.top_k, o.top_p, o.seed};
-  if (!o.json) go.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
-  const GenerateResult r = engine.generate(parts, catalyst, go);
-  nlohmann::json report = pot_report(*engine.pot(), static_cast<int>(catalyst.size()));
-  if (!o.watch.empty()) {
-    const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
-    report["watch"] = watch_report(*engine.pot(), engine.config(), span);
-    if (!o.json)
-      std::fprintf(stderr, "\n--- watch: %s\n", span.first < 0 ? "text not found in the document"
-                   : ("the pot holds " + std::to_string(int(100 * report["watch"]["kept_fraction"].get<double>() + 0.5)) +
-                      "% of its " + std::to_string(span.second - span.first + 1) + " tokens (all of them in " +
-                      std::to_string(int(100 * report["watch"]["heads_complete"].get<double>() + 0.5)) +
-                      "% of layer heads)").c_str());
-  }
-  print_summary(engine, r, {{"pot", report}}, o.json);
+// The pot's flags a policy does not read are refused, naming the policy's own.
+void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
+  const struct { bool given; unsigned bit; const char* flag; } flags[] = {
+      {o.nuc_given, kParamNucRatio, "--nuc-ratio"},     {o.pool_given, kParamPool, "--pot-pool/--pot-pool-ahead"},
+      {o.recent >= 0, kParamRecent, "--pot-recent"},    {o.heads_given, kParamPerHead, "--pot-heads"},
+      {o.layers_given, kParamPerLayer, "--pot-layers"}, {o.units_given, kParamUnits, "--pot-units"},
+      {o.catalyst_given || o.cap_rows_given, kParamCatalyst, "--catalyst/--cap-rows"}};
+  for (const auto& f : flags)
+    if (f.given && !(info.params & f.bit))
+      throw CLI::ValidationError(std::string(f.flag) + " does not apply to --policy " + info.name + " (" +
+                                 info.summary + "): drop it or choose another policy");
 }
 
 void run(const RunOpts& o, bool have_prompt, bool have_file) {
@@ -136,16 +58,20 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   require_utf8(user, have_file ? "document '" + o.file + "'" : "prompt");
   require_utf8(o.question, "question");
   require_utf8(o.catalyst, "--catalyst text");
+  require_utf8(o.watch, "--pot-watch text");
   if (user.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument(have_file ? "document '" + o.file + "' is empty" : "the prompt is empty");
-  const bool use_pot = o.pot > 0;
-  if (!use_pot && (o.keep || o.catalyst_given || o.no_cr_rope || o.pot_policy != "infinipot" || o.pool || o.nuc_given || o.heads_given || !o.watch.empty()))
-    throw std::invalid_argument("--keep, --nuc-ratio, --catalyst, --pot-policy, --pot-heads, --pot-pool, --pot-watch and "
-                                "--no-cr-rope set up the memory pot: give --pot N too");
-  if (o.pot_policy == "recent" && (o.catalyst_given || o.nuc_given || o.heads_given || o.pool))
-    throw std::invalid_argument("--catalyst, --nuc-ratio, --pot-heads and --pot-pool shape the infinipot policy's "
-                                "scores; --pot-policy recent uses none of them: drop them or the policy");
-  require_utf8(o.watch, "--pot-watch text");
+  const std::string policy = !o.policy.empty() ? o.policy : o.pot > 0 ? "infinipot" : "full";
+  const PolicyInfo& info = find_policy(policy);
+  const bool use_pot = info.residency != Residency::FullCache;
+  if (use_pot && o.pot <= 0)
+    throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
+  if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || o.pool_given || o.nuc_given ||
+                   o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty()))
+    throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-* and --no-cr-rope set up the memory pot; "
+                               "--policy full keeps none: drop them, or give --pot N with a pot policy");
+  if (use_pot && o.ctx > 0) throw CLI::ValidationError("--ctx sizes a full KV cache; with --pot N the pot's size is N");
+  check_policy_flags(o, info);
   if (o.catalyst_given && o.catalyst.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument("--catalyst is empty: give the text the catalyst prompt should ask, or leave it out");
 
@@ -157,28 +83,51 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   eo.kv_type = o.kv_type;
   Engine engine(eo);
 
-  // The user's text is data: only the chat template's own markers become special tokens.
-  const PromptParts parts = engine.prompt_parts(o.system, user, o.question, o.raw);
-  if (use_pot) return run_in_pot(o, engine, parts, user);
-  const std::vector<TokenId> prompt = parts.all();
-  const int needed = static_cast<int>(prompt.size()) + o.n_predict;
-  int capacity = o.ctx > 0 ? o.ctx : needed;
-  if (needed > capacity)
-    throw std::invalid_argument("the prompt (" + std::to_string(prompt.size()) + " tokens) plus -n " +
-                                std::to_string(o.n_predict) + " needs " + std::to_string(needed) +
-                                " KV entries but --ctx is " + std::to_string(capacity) +
-                                "; raise --ctx or shorten the input");
-  if (needed > engine.config().n_ctx_train && !o.json)
-    std::fprintf(stderr, "note: %d tokens exceed the model's training context (%d); a full KV cache reads "
-                 "past it, quality may drop (--pot N reads it through the memory pot instead)\n", needed, engine.config().n_ctx_train);
-  engine.prepare(capacity);
-
-  GenerateOptions go;
-  go.n_predict = o.n_predict;
-  go.sampler = {o.temp, o.top_k, o.top_p, o.seed};
-  if (!o.json) go.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
-  const GenerateResult r = engine.generate(prompt, go);
-  print_summary(engine, r, {{"kv_capacity", capacity}}, o.json);
+  AnswerOptions ao;
+  ao.system = o.system;
+  ao.raw = o.raw;
+  ao.n_predict = o.n_predict;
+  ao.sampler = {o.temp, o.top_k, o.top_p, o.seed};
+  ao.ctx = o.ctx;
+  ao.pot.policy = policy;
+  ao.pot.capacity = o.pot;
+  ao.pot.keep = o.keep;
+  ao.pot.cr_rope = !o.no_cr_rope;
+  ao.pot.cap_question_rows = o.cap_rows == "question";
+  ao.pot.params.nuc_ratio = o.nuc_ratio;
+  ao.pot.params.pool = o.pool;
+  ao.pot.params.pool_ahead = o.pool_ahead;
+  ao.pot.params.recent = o.recent;
+  ao.pot.params.per_head = o.pot_heads == "per-head";
+  ao.pot.params.per_layer = o.pot_layers == "per-layer";
+  ao.pot.params.token_units = o.units == "token";
+  if (o.catalyst_given) ao.catalyst = o.catalyst;
+  ao.watch = o.watch;
+  if (!o.json) ao.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
+  if (!use_pot && !o.json) {
+    const int needed = static_cast<int>(engine.prompt_parts(o.system, user, o.question, o.raw).all().size()) + o.n_predict;
+    if (needed > engine.config().n_ctx_train)
+      std::fprintf(stderr, "note: %d tokens exceed the model's training context (%d); a full KV cache reads "
+                   "past it, quality may drop (--pot N reads it through the memory pot instead)\n", needed,
+                   engine.config().n_ctx_train);
+  }
+  const Answer a = answer(engine, user, o.question, ao);
+  nlohmann::json extra = {{"kv_capacity", a.kv_capacity}, {"policy", policy}};
+  if (use_pot) {
+    extra["pot"] = a.pot;
+    extra["ccd_cycles"] = a.pot["cycles"];
+    if (a.pot.contains("watch") && !o.json) {
+      const auto& w = a.pot["watch"];
+      std::fprintf(stderr, "\n--- watch: %s\n", !w["found"].get<bool>() ? "text not found in the document"
+                   : ("the pot holds " + std::to_string(int(100 * w["kept_fraction"].get<double>() + 0.5)) +
+                      "% of its " + std::to_string(w["tokens"].get<int>()) + " tokens (all of them in " +
+                      std::to_string(int(100 * w["heads_complete"].get<double>() + 0.5)) +
+                      "% of layer heads)").c_str());
+    }
+  } else {
+    extra["ccd_cycles"] = 0;
+  }
+  print_summary(engine, a.result, extra, o.json);
 }
 
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json) {
@@ -264,17 +213,34 @@ void add_run_command(CLI::App& app) {
       ->each([o](const std::string&) { o->nuc_given = true; });
   sub->add_option("--catalyst", o->catalyst, "Catalyst prompt text (default: the -q question, else a general "
                   "summarize instruction)")->each([o](const std::string&) { o->catalyst_given = true; });
-  sub->add_option("--pot-policy", o->pot_policy, "Which entries survive: infinipot (CaP + NuC) or recent "
-                  "(chat prefix + latest text, a StreamingLLM-style baseline)")
-      ->capture_default_str()->check(CLI::IsMember({"infinipot", "recent"}));
-  sub->add_option("--pot-pool", o->pool, "Max-pool scores over +-N neighbouring entries so phrases survive whole")
-      ->capture_default_str()->check(CLI::Range(0, 64));
+  sub->add_option("--policy", o->policy, "Which KV entries survive (default: infinipot with --pot, else full): " +
+                  policy_names(", "))->check(CLI::IsMember([] {
+                    std::vector<std::string> names;
+                    for (const auto& p : policies()) names.push_back(p.name);
+                    return names;
+                  }()));
+  sub->add_option("--pot-pool", o->pool, "An entry takes the best score of the N entries before it (default: the "
+                  "policy's)")->check(CLI::Range(0, 64))->each([o](const std::string&) { o->pool_given = true; });
+  sub->add_option("--pot-pool-ahead", o->pool_ahead, "... and of the N entries after it (default: the policy's)")
+      ->check(CLI::Range(0, 64))->each([o](const std::string&) { o->pool_given = true; });
+  sub->add_option("--pot-recent", o->recent, "Newest entries always kept (default: the policy's)")
+      ->check(CLI::Range(0, 1 << 24));
   sub->add_option("--pot-watch", o->watch, "Report how much of this text (first occurrence in the document) "
                   "the pot still holds at the end, per layer and KV head");
   sub->add_option("--pot-heads", o->pot_heads, "shared: every KV head of a layer keeps the same entries (scores "
                   "summed over its heads); per-head: each head chooses its own (the paper's)")
       ->capture_default_str()->check(CLI::IsMember({"shared", "per-head"}))
       ->each([o](const std::string&) { o->heads_given = true; });
+  sub->add_option("--pot-layers", o->pot_layers, "shared: one choice for every layer (scores summed over layers); "
+                  "per-layer: each layer chooses its own")
+      ->capture_default_str()->check(CLI::IsMember({"shared", "per-layer"}))
+      ->each([o](const std::string&) { o->layers_given = true; });
+  sub->add_option("--pot-units", o->units, "word: a chosen token keeps its whole word or digit run; token: single "
+                  "tokens")->capture_default_str()->check(CLI::IsMember({"word", "token"}))
+      ->each([o](const std::string&) { o->units_given = true; });
+  sub->add_option("--cap-rows", o->cap_rows, "Catalyst rows whose attention counts: question (not the template's "
+                  "tail) or all")->capture_default_str()->check(CLI::IsMember({"question", "all"}))
+      ->each([o](const std::string&) { o->cap_rows_given = true; });
   sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE)");
   sub->add_flag("--raw", o->raw, "Feed the text as is, without the chat template");
   sub->add_flag("--json", o->json, "Print one JSON object with the answer and the figures");

@@ -1,0 +1,121 @@
+#include "engine/answer.h"
+
+#include <stdexcept>
+
+#include "pot/policy_registry.h"
+
+namespace infinipot {
+
+const char* const kGeneralCatalyst = "Summarize the text above. List its key facts, names, numbers, dates and events.";
+
+namespace {
+
+// Where `watch` first occurs in the document, as stream indices [first, last] of the body
+// tokens that cover it (body token i is stream index offset + i); {-1, -1} if absent.
+std::pair<int, int> watch_span(const Tokenizer& tok, const std::vector<TokenId>& body, int offset,
+                               const std::string& document, const std::string& watch) {
+  const size_t at = document.find(watch);
+  if (watch.empty() || at == std::string::npos) return {-1, -1};
+  int first = -1, last = -1;
+  size_t pos = 0;  // byte offset of token i in the decoded document
+  for (size_t i = 0; i < body.size() && pos < at + watch.size(); ++i) {
+    const size_t len = tok.decode_token(body[i]).size();
+    if (pos + len > at && first < 0) first = offset + static_cast<int>(i);
+    if (pos + len > at) last = offset + static_cast<int>(i);
+    pos += len;
+  }
+  return {first, last};
+}
+
+// How much of the watched span each (layer, KV head) of the pot still holds.
+nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::pair<int, int> span) {
+  if (span.first < 0) return {{"found", false}};
+  const int n = span.second - span.first + 1;
+  double kept = 0;
+  int complete = 0;
+  nlohmann::json per_layer = nlohmann::json::array();
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    double layer_kept = 0;
+    for (int h = 0; h < cfg.n_head_kv; ++h) {
+      int c = 0;
+      for (int src : pot.sources(l, h)) c += src >= span.first && src <= span.second;
+      layer_kept += double(c) / n;
+      complete += c == n;
+    }
+    per_layer.push_back(layer_kept / cfg.n_head_kv);
+    kept += layer_kept;
+  }
+  const int heads = cfg.n_layer * cfg.n_head_kv;
+  return {{"found", true}, {"first_token", span.first}, {"tokens", n}, {"kept_fraction", kept / heads},
+          {"heads_complete", double(complete) / heads}, {"kept_fraction_per_layer", per_layer}};
+}
+
+nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
+  const PotOptions& o = pot.options();
+  const PotStats& s = pot.stats();
+  return {{"policy", o.policy},             {"capacity", o.capacity},
+          {"keep", o.keep},                 {"pinned", pot.pinned()},
+          {"catalyst_tokens", catalyst_tokens}, {"nuc_ratio", o.params.nuc_ratio},
+          {"cr_rope", o.cr_rope},           {"cycles", s.cycles},
+          {"tokens_read", s.tokens_read},   {"max_position", s.max_position},
+          {"catalyst_s", s.catalyst_s},     {"novelty_s", s.novelty_s},
+          {"compact_s", s.compact_s}};
+}
+
+Answer answer_full(Engine& engine, const PromptParts& parts, const AnswerOptions& o, const GenerateOptions& go) {
+  const std::vector<TokenId> prompt = parts.all();
+  const int needed = static_cast<int>(prompt.size()) + o.n_predict;
+  const int capacity = o.ctx > 0 ? o.ctx : needed;
+  if (needed > capacity)
+    throw std::invalid_argument("the prompt (" + std::to_string(prompt.size()) + " tokens) plus -n " +
+                                std::to_string(o.n_predict) + " needs " + std::to_string(needed) +
+                                " KV entries but --ctx is " + std::to_string(capacity) +
+                                "; raise --ctx or shorten the input");
+  engine.prepare(capacity);
+  Answer a;
+  a.result = engine.generate(prompt, go);
+  a.kv_capacity = capacity;
+  return a;
+}
+
+}  // namespace
+
+Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& o) {
+  const PolicyInfo& info = find_policy(o.pot.policy);
+  const PromptParts parts = engine.prompt_parts(o.system, document, question, o.raw);
+  GenerateOptions go;
+  go.n_predict = o.n_predict;
+  go.sampler = o.sampler;
+  go.on_text = o.on_text;
+  if (info.residency == Residency::FullCache) return answer_full(engine, parts, o, go);
+
+  PotOptions po = o.pot;
+  // CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
+  const std::string cap_text = !o.catalyst.empty() ? o.catalyst : !question.empty() ? question : kGeneralCatalyst;
+  int question_rows = 0;
+  const std::vector<TokenId> catalyst =
+      MemoryPot::needs_of(po).catalyst ? engine.catalyst_prompt(parts, cap_text, &question_rows) : std::vector<TokenId>{};
+  const PotLayout layout = Engine::pot_layout(parts, catalyst, o.n_predict);
+  const bool whole = info.residency == Residency::WholeInput;
+  if (whole) {
+    // SnapKV: the whole prompt in memory; --pot is what survives its one selection.
+    if (po.keep != 0) throw std::invalid_argument("--keep does not apply to --policy snapkv: --pot N is what it keeps");
+    po.keep = po.capacity;
+    po.capacity = layout.pinned + layout.body + layout.catalyst + layout.final_tokens;
+    if (po.keep >= po.capacity) po.capacity = po.keep + 1;  // the input fits: nothing to select
+  }
+  po = MemoryPot::resolve(po, layout);
+  engine.prepare_pot(po);
+  Answer a;
+  a.result = engine.generate(parts, catalyst, go, question_rows, whole);
+  a.kv_capacity = po.capacity;
+  a.pot = pot_report(*engine.pot(), static_cast<int>(catalyst.size()));
+  a.pot["ccd_cycles"] = engine.pot()->stats().cycles;
+  if (!o.watch.empty()) {
+    const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
+    a.pot["watch"] = watch_report(*engine.pot(), engine.config(), span);
+  }
+  return a;
+}
+
+}  // namespace infinipot

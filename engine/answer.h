@@ -1,0 +1,46 @@
+// One question about one document, answered under a KV policy: the path `infinipot run` and
+// `infinipot nih` share. The policy decides where the document lives:
+//   full      a KV cache that holds the whole prompt (refused when the budget cannot hold it);
+//   snapkv    the whole prompt in memory, then one selection down to --pot entries;
+//   any other the memory pot of --pot entries, distilled by that policy as it overflows.
+#pragma once
+#include <functional>
+#include <string>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "pot/memory_pot.h"
+
+namespace infinipot {
+
+struct AnswerOptions {
+  std::string system;        // system prompt ("" = the template's default)
+  bool raw = false;          // no chat template
+  int n_predict = 256;
+  SamplerOptions sampler;
+  int ctx = 0;               // full cache only: KV capacity (0 = prompt + n_predict)
+  // The KV policy and the pot's shape: pot.policy names it (pot/policy_registry.h); pot.capacity
+  // is --pot (ignored by full).
+  PotOptions pot;
+  // Catalyst text (CaP) for policies that use one; empty: the question, else a general
+  // instruction to summarise the document's facts.
+  std::string catalyst;
+  std::string watch;         // report how much of this text the pot still holds ("" = off)
+  std::function<void(const std::string&)> on_text;  // streamed answer pieces
+};
+
+struct Answer {
+  GenerateResult result;
+  nlohmann::json pot;        // the pot's report (null for full): policy, cycles, timings, watch
+  int kv_capacity = 0;       // KV entries the device held
+};
+
+// Prepares the engine's device side for this policy and answers. Throws
+// std::invalid_argument for a layout that cannot work (naming the flag to change) and
+// cl::BudgetError when --device-mem cannot hold the plan.
+Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& opts);
+
+// The general catalyst prompt (CaP-G) when no question is known in advance.
+extern const char* const kGeneralCatalyst;
+
+}  // namespace infinipot

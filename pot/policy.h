@@ -1,0 +1,68 @@
+// A pot policy decides which KV entries survive a distillation. Each policy is one small file
+// in pot/policies/ (kvpress's "presses"): it declares what the pot must measure for it
+// (PolicyNeeds), then chooses survivors from those measurements (select). The pot runs one
+// pipeline for all of them: measure, select, compact, re-rotate (CR-RoPE). The registry
+// (pot/policy_registry.h) is the only place that knows the policies by name.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace infinipot {
+
+// What the pot measures for a policy. Everything it measures is per (layer, KV head, slot).
+struct PolicyNeeds {
+  bool catalyst = false;     // CaP: attention the catalyst prompt pays each entry (one pass per cycle)
+  bool novelty = false;      // NuC: -log p(token | pot before it), scored as the token is read
+  bool accumulated = false;  // H2O: attention every query since the entry was read paid it
+  bool last_query = false;   // TOVA: attention the last token read pays each entry
+};
+
+// Where the input lives while it is read.
+enum class Residency {
+  Pot,         // the memory pot: distilled whenever it would overflow
+  WholeInput,  // the whole prompt in memory, one selection to --pot entries before answering (SnapKV)
+  FullCache,   // no pot: a KV cache that holds everything
+};
+
+// The flags that shape a policy's choice. -1: the policy's own default.
+struct PolicyParams {
+  float nuc_ratio = 0.5f;  // share of the free places chosen by NuC before CaP (infinipot)
+  int pool = -1;           // an entry takes the best score of the entries up to this many slots before it
+  int pool_ahead = -1;     // ... and up to this many after it (and of the word/digit run it is in)
+  int recent = -1;         // newest entries always kept (a window of the latest text)
+  bool per_head = false;   // each KV head chooses its own entries (the paper) instead of the layer's heads together
+  bool per_layer = false;  // each layer chooses its own entries instead of one choice for every layer
+  bool token_units = false;  // choose single tokens: do not keep a word or digit run whole
+};
+
+// The measurements at one distillation. Arrays are [n_layers][n_heads][stride]; a need the
+// policy did not declare is null. Slots [0, size) are filled; they hold tokens in stream
+// order within each (layer, head).
+struct PotScores {
+  int n_layers = 0, n_heads = 0, stride = 0;
+  int size = 0;     // filled slots
+  int pinned = 0;   // slots [0, pinned): the chat prefix (policies other than streaming/swa keep it)
+  int keep = 0;     // survivors per (layer, head), pinned included
+  const float* catalyst = nullptr;
+  const float* novelty = nullptr;
+  const float* accumulated = nullptr;
+  const float* last_query = nullptr;
+  const int* source = nullptr;  // stream index of the token in each slot
+  // Stream index where the slot token's word or digit run starts ("29772" read as five digit
+  // tokens is one run; " remember" split in two is one run). Equal values, adjacent slots.
+  const int* unit = nullptr;
+  size_t at(int layer, int head) const { return (size_t(layer) * n_heads + head) * stride; }
+};
+
+class PotPolicy {
+ public:
+  virtual ~PotPolicy() = default;
+  virtual PolicyNeeds needs() const = 0;
+  // Entries of the chat prefix (length prefix) the policy pins; most pin all of it.
+  virtual int pinned(int prefix) const { return prefix; }
+  // [n_layers][n_heads][keep] surviving slots, strictly ascending per (layer, head).
+  virtual std::vector<int> select(const PotScores& s) const = 0;
+};
+
+}  // namespace infinipot
