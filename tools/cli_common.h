@@ -18,5 +18,6 @@ void add_inspect_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
+void add_nih_command(CLI::App& app);
 
 }  // namespace infinipot::cli

@@ -1,0 +1,411 @@
+// infinipot nih: the pass-key needle-in-a-haystack benchmark. A five-digit key is hidden at
+// several depths of documents of several lengths (in tokens); each KV policy is asked
+// "What is the pass key?"; one JSON line per trial goes to --out (a rerun skips what is
+// there), then a Markdown table per haystack. The host logic is engine/nih.h.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "engine/answer.h"
+#include "engine/nih.h"
+#include "pot/policy_registry.h"
+#include "runtime/device_memory.h"
+#include "tools/cli_common.h"
+
+namespace infinipot::cli {
+namespace {
+
+struct NihOpts {
+  std::string model, policies = "infinipot", lengths = "4096", depths = "0.1,0.5,0.9", haystacks;
+  std::vector<std::string> haystack_files;  // NAME=FILE
+  std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question = nih::kQuestion;
+  int pot = 1024, keep = 0, trials = 5, n_predict = 16, full_max = 0, chunk = 0;
+  uint64_t seed = 1;
+  bool table_only = false, json = false;
+};
+
+// Built-in prose haystacks: name -> file under data/.
+const std::map<std::string, std::string>& builtin_prose() {
+  static const std::map<std::string, std::string> m = {
+      {"prose", "data/perplexity.txt"},        // KJV Genesis 1-30 (data/README.md)
+      {"alice", "data/haystack/alice.txt"},    // Alice's Adventures in Wonderland (data/haystack/README.md)
+  };
+  return m;
+}
+
+// A data file relative to the working directory, else to the source tree this was built from.
+std::string data_path(const std::string& rel) {
+  std::error_code ec;
+  if (std::filesystem::exists(rel, ec)) return rel;
+  const std::string in_tree = std::string(INFINIPOT_SOURCE_DIR) + "/" + rel;
+  return std::filesystem::exists(in_tree, ec) ? in_tree : rel;
+}
+
+std::string fmt_duration(double s) {
+  if (!(s >= 0) || !std::isfinite(s)) return "?";
+  char buf[32];
+  const long t = std::lround(s);
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", t);
+  return buf;
+}
+
+int terminal_width() {
+  winsize w{};
+  return ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20 ? w.ws_col : 100;
+}
+
+// One updating line on a terminal; one line per event otherwise.
+class Progress {
+ public:
+  explicit Progress(bool tty) : tty_(tty) {}
+  void status(const std::string& line) {
+    if (!tty_) return;
+    std::string s = line.substr(0, terminal_width() - 1);
+    std::fprintf(stderr, "\r\033[K%s", s.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void line(const std::string& text) {
+    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+    shown_ = false;
+  }
+  void done() {
+    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+  bool tty() const { return tty_; }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+};
+
+std::string depth_text(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", d);
+  return buf;
+}
+
+void print_summary(const std::string& out, bool json, bool repair) {
+  const nih::Results res = nih::load_results(out, repair);
+  for (const auto& w : res.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  if (json) std::cout << nih::summary_json(res.records).dump(1) << std::endl;
+  else std::cout << nih::render_tables(res.records) << std::flush;
+}
+
+struct Cell {
+  size_t hay;  // index into haystacks
+  int length;
+  double depth;
+  int trial;
+  std::vector<size_t> todo;  // indices into specs still to run
+};
+
+void nih_command(const NihOpts& o) {
+  if (o.table_only) {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.out, ec))
+      throw std::invalid_argument("results file '" + o.out + "' does not exist: nothing to tabulate (give --out FILE)");
+    return print_summary(o.out, o.json, false);
+  }
+  if (o.model.empty()) throw CLI::ValidationError("nih needs -m MODEL (or --table-only to print the tables of --out)");
+  if (o.trials < 1) throw CLI::ValidationError("--trials must be at least 1, got " + std::to_string(o.trials));
+  if (o.n_predict < 1) throw CLI::ValidationError("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
+  if (o.full_max < 0) throw CLI::ValidationError("--full-max must be >= 0 (0: the model's training context)");
+
+  // Lists and policies: usage errors (exit 2) name the flag.
+  std::vector<nih::PolicySpec> specs;
+  std::vector<int> lengths;
+  std::vector<double> depths;
+  std::vector<std::string> hay_names;
+  std::map<std::string, std::string> files;  // prose haystack name -> file
+  for (const auto& [name, rel] : builtin_prose()) files[name] = data_path(rel);
+  std::vector<std::string> added;
+  try {
+    specs = nih::parse_policies(o.policies, o.pot, o.keep);
+    lengths = nih::parse_lengths(o.lengths, "--lengths");
+    depths = nih::parse_depths(o.depths, "--depths");
+    for (const std::string& spec : o.haystack_files) {
+      const size_t eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        throw std::invalid_argument("--haystack takes NAME=FILE (e.g. --haystack essays=essays.txt), got '" + spec + "'");
+      const std::string name = spec.substr(0, eq);
+      nih::parse_names(name, "--haystack");
+      if (name == "passkey") throw std::invalid_argument("--haystack cannot redefine 'passkey' (the built-in template)");
+      files[name] = spec.substr(eq + 1);
+      if (std::find(added.begin(), added.end(), name) == added.end()) added.push_back(name);
+    }
+    if (!o.haystacks.empty()) {
+      hay_names = nih::parse_names(o.haystacks, "--haystacks");
+    } else {
+      hay_names = {"passkey"};
+      for (const auto& n : added)
+        if (n != "passkey") hay_names.push_back(n);
+    }
+    for (const std::string& n : hay_names)
+      if (n != "passkey" && !files.count(n)) {
+        std::string known = "passkey";
+        for (const auto& f : files) known += ", " + f.first;
+        throw std::invalid_argument("--haystacks names '" + n + "', which is not a haystack; known: " + known +
+                                    " (add one with --haystack NAME=FILE)");
+      }
+    for (nih::PolicySpec& s : specs) {
+      const PolicyInfo& info = find_policy(s.name);
+      const struct { bool given; unsigned bit; const char* key; } keys[] = {
+          {s.nuc_ratio_given, kParamNucRatio, "nuc_ratio"}, {s.pool_given, kParamPool, "pool"},
+          {s.recent_given, kParamRecent, "recent"}};
+      for (const auto& k : keys)
+        if (k.given && !(info.params & k.bit))
+          throw std::invalid_argument(std::string("--policy ") + s.name + ": " + k.key + " does not apply to it (" +
+                                      info.summary + "); drop it");
+      if (info.residency == Residency::FullCache && s.uses_pot())
+        throw std::invalid_argument("--policy " + s.name + " keeps the whole prompt; it takes no pot settings");
+      if (info.residency == Residency::WholeInput) {
+        if (s.keep_given)
+          throw std::invalid_argument("--policy " + s.name + ": keep does not apply (pot=N is what it keeps)");
+        s.keep = 0;  // --keep is for the policies that distill as they read
+      }
+    }
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
+
+  // Haystack texts: a file that cannot be used is an input error (exit 1), found before the model loads.
+  std::vector<nih::Haystack> haystacks;
+  for (const std::string& n : hay_names) {
+    if (n == "passkey") {
+      haystacks.push_back(nih::passkey_haystack());
+      continue;
+    }
+    const std::string text = read_text_file(files[n], "haystack file");
+    require_utf8(text, "haystack file '" + files[n] + "'");
+    haystacks.push_back(nih::prose_haystack(n, text));
+  }
+  require_utf8(o.question, "--question");
+
+  nih::Results res = nih::load_results(o.out);
+  for (const auto& w : res.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  {  // a results file that cannot be written is found before hours of work, not after the first trial
+    FILE* f = std::fopen(o.out.c_str(), "ab");
+    if (!f) throw std::invalid_argument("cannot write the results file '" + o.out + "' (does its folder exist?); give --out another path");
+    std::fclose(f);
+  }
+
+  EngineOptions eo;
+  eo.model_path = o.model;
+  eo.device = o.device;
+  eo.device_mem = o.device_mem.empty() ? 0 : cl::parse_byte_size(o.device_mem);
+  eo.chunk = o.chunk;
+  eo.kv_type = o.kv_type;
+  Engine engine(eo);
+  const int full_max = o.full_max > 0 ? o.full_max : engine.config().n_ctx_train;
+  const std::string model_name = std::filesystem::path(o.model).filename().string();
+  for (const auto& r : res.records)
+    if (r.is_object() && r.contains("model") && r["model"] != model_name) {
+      std::fprintf(stderr, "warning: %s holds results of another model (%s); trials are matched by policy, haystack, "
+                   "length, depth, trial and seed only, so give each model its own --out\n", o.out.c_str(),
+                   r["model"].dump().c_str());
+      break;
+    }
+
+  // The plan: every (haystack, length, depth, trial) document, the policies still to run on it.
+  std::vector<Cell> cells;
+  size_t pending = 0, already = 0;
+  long long tokens_left = 0;
+  std::vector<std::string> skipped;
+  for (size_t h = 0; h < haystacks.size(); ++h)
+    for (int length : lengths) {
+      for (const auto& s : specs)
+        if (s.name == "full" && length > full_max)
+          skipped.push_back(haystacks[h].name + " " + std::to_string(length) + " tokens");
+      for (double depth : depths)
+        for (int trial = 0; trial < o.trials; ++trial) {
+          Cell c{h, length, depth, trial, {}};
+          for (size_t p = 0; p < specs.size(); ++p) {
+            if (specs[p].name == "full" && length > full_max) continue;
+            if (res.done.count(nih::trial_id(specs[p].config(), haystacks[h].name, length, depth, trial, o.seed))) {
+              ++already;
+              continue;
+            }
+            c.todo.push_back(p);
+            tokens_left += length;
+          }
+          pending += c.todo.size();
+          if (!c.todo.empty()) cells.push_back(std::move(c));
+        }
+    }
+  if (!skipped.empty()) {
+    std::string list;
+    for (const auto& s : skipped) list += (list.empty() ? "" : ", ") + s;
+    std::fprintf(stderr, "skipped: full above --full-max %d tokens (%s); raise --full-max to run them\n", full_max,
+                 list.c_str());
+  }
+  std::fprintf(stderr, "nih: %zu trials to run, %zu already in %s (%zu policies x %zu haystacks x %zu lengths x "
+               "%zu depths x %d trials, seed %llu)\n", pending, already, o.out.c_str(), specs.size(), haystacks.size(),
+               lengths.size(), depths.size(), o.trials, static_cast<unsigned long long>(o.seed));
+
+  Progress progress(isatty(STDERR_FILENO) != 0);
+  std::vector<std::unique_ptr<nih::DocumentBuilder>> builders;
+  for (const auto& h : haystacks)
+    builders.push_back(std::make_unique<nih::DocumentBuilder>(h, [&engine](const std::string& s) {
+      return static_cast<int>(engine.tokenizer().encode(s, false, false).size());
+    }));
+  std::string device_name;
+  size_t i = 0;
+  double seconds = 0, last_tps = 0;
+  long long tokens_read = 0;
+  int answered = 0, found_n = 0, errors = 0;
+  std::set<std::pair<size_t, int>> warned_short;
+  for (const Cell& c : cells) {
+    const std::string& hay = haystacks[c.hay].name;
+    const std::string key = nih::derive_key(o.seed, hay, c.length, c.depth, c.trial);
+    const nih::Document doc = builders[c.hay]->build(c.length, c.depth, key);
+    if (std::abs(doc.tokens - c.length) > std::max(1, c.length / 100) && warned_short.insert({c.hay, c.length}).second)
+      progress.line("warning: " + hay + " documents of length " + std::to_string(c.length) + " have " +
+                    std::to_string(doc.tokens) + " tokens (the haystack's opening and the needle alone take more); "
+                    "use longer --lengths");
+    for (size_t p : c.todo) {
+      const nih::PolicySpec& s = specs[p];
+      ++i;
+      const double eta = tokens_read > 0 ? tokens_left / (tokens_read / seconds) : NAN;
+      char head[512];
+      std::snprintf(head, sizeof head, "[%zu/%zu] %s %s %d d=%s t=%d", i, pending, s.config().c_str(), hay.c_str(),
+                    c.length, depth_text(c.depth).c_str(), c.trial);
+      progress.status(std::string(head) + " | found " + std::to_string(found_n) + "/" + std::to_string(answered) +
+                      (errors ? " (" + std::to_string(errors) + " err)" : "") + " | last " +
+                      (last_tps > 0 ? std::to_string(std::lround(last_tps)) : "?") + " tok/s | ETA " + fmt_duration(eta));
+
+      AnswerOptions ao;
+      ao.n_predict = o.n_predict;
+      ao.pot.policy = s.name;
+      ao.pot.capacity = s.pot;
+      ao.pot.keep = s.keep;
+      ao.pot.params.nuc_ratio = s.nuc_ratio;
+      ao.pot.params.pool = s.pool;
+      ao.pot.params.recent = s.recent;
+      if (s.uses_pot()) ao.watch = key;
+
+      nlohmann::json r = {{"haystack", hay},      {"length", c.length},   {"depth", c.depth},
+                          {"trial", c.trial},     {"seed", o.seed},       {"key", key},
+                          {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
+                          {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
+                          {"n_predict", o.n_predict}, {"model", model_name}, {"version", "infinipot-nih-1"}};
+      const auto t0 = std::chrono::steady_clock::now();
+      auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+      std::string outcome;
+      try {
+        const Answer a = answer(engine, doc.text, o.question, ao);
+        const GenerateResult& g = a.result;
+        device_name = engine.context().device().name;
+        const bool found = nih::key_found(g.text, key);
+        ++answered;
+        found_n += found;
+        const nlohmann::json mem = engine.memory_report();
+        r["prompt_tokens"] = g.prompt_tokens;
+        r["answer"] = g.text;
+        r["found"] = found;
+        r["ccd_cycles"] = a.pot.is_object() ? a.pot.value("cycles", 0) : 0;
+        if (a.pot.is_object() && a.pot.contains("keep")) r["keep"] = a.pot["keep"];
+        if (a.pot.is_object() && a.pot.contains("watch") && a.pot["watch"].contains("kept_fraction"))
+          r["needle_kept"] = a.pot["watch"]["kept_fraction"];
+        r["ttft_s"] = g.ttft_s;
+        r["prefill_tok_s"] = g.prefill_s > 0 ? g.prompt_tokens / g.prefill_s : 0.0;
+        r["peak_device_bytes"] = mem.value("peak", uint64_t(0));
+        r["kv_capacity"] = a.kv_capacity;
+        r["wall_s"] = wall();
+        r["device"] = device_name;
+        last_tps = g.prefill_s > 0 ? g.prompt_tokens / g.prefill_s : 0.0;
+        std::string shown = g.text.substr(0, 40);
+        for (char& ch : shown)
+          if (ch == '\n' || ch == '\r') ch = ' ';
+        outcome = std::string(found ? "found" : "missed") + " (key " + key + ", answer \"" + shown + "\")";
+      } catch (const cl::BudgetError& e) {
+        ++errors;
+        r["error"] = std::string("budget: ") + e.what();
+        r["wall_s"] = wall();
+        if (!device_name.empty()) r["device"] = device_name;
+        outcome = std::string("error: ") + e.what();
+      } catch (const std::invalid_argument& e) {
+        ++errors;
+        r["error"] = std::string("refused: ") + e.what();
+        r["wall_s"] = wall();
+        if (!device_name.empty()) r["device"] = device_name;
+        outcome = std::string("error: ") + e.what();
+      }
+      nih::append_result(o.out, r);
+      seconds += r["wall_s"].get<double>();
+      tokens_read += c.length;
+      tokens_left -= c.length;
+      if (!progress.tty() || r.contains("error")) {
+        char tail[160];
+        std::snprintf(tail, sizeof tail, " | %.1f s, %.0f tok/s | ETA %s", r["wall_s"].get<double>(), last_tps,
+                      fmt_duration(tokens_left / (tokens_read / seconds)).c_str());
+        progress.line(std::string(head) + ": " + outcome + (r.contains("error") ? "" : tail));
+      }
+    }
+  }
+  progress.done();
+  if (pending > 0)
+    std::fprintf(stderr, "nih: this run found the key in %d of %d answers%s\n", found_n, answered,
+                 errors ? (", and " + std::to_string(errors) + " trials ended in an error (the `error` field in " + o.out +
+                           "; a rerun tries them again)").c_str() : "");
+  if (!o.json) std::cout << "\n";
+  print_summary(o.out, o.json, false);
+}
+
+}  // namespace
+
+void add_nih_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("nih", "Pass-key needle-in-a-haystack benchmark of the KV policies (JSONL + tables)");
+  auto o = std::make_shared<NihOpts>();
+  sub->add_option("-m,--model", o->model, "GGUF model file");
+  sub->add_option("--policy", o->policies, "Comma list of KV policies, each NAME or NAME:pot=N:keep=K:nuc_ratio=A:"
+                  "pool=P:recent=R (" + policy_names(", ") + ")")->capture_default_str();
+  sub->add_option("--pot", o->pot, "Pot size (KV entries) for entries that give no pot=N")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  sub->add_option("--keep", o->keep, "Entries kept at a distillation for entries that give no keep=K (0: pot / 2)")
+      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  sub->add_option("--lengths", o->lengths, "Comma list of document lengths in tokens (4096 or 4K)")->capture_default_str();
+  sub->add_option("--depths", o->depths, "Comma list of needle depths, fractions of the document in [0, 1]")
+      ->capture_default_str();
+  sub->add_option("--trials", o->trials, "Documents (keys) per length and depth")->capture_default_str();
+  sub->add_option("--haystacks", o->haystacks, "Comma list of haystacks: passkey (the usual filler template), prose "
+                  "(KJV Genesis), alice (Alice in Wonderland), or names given with --haystack (default: passkey and "
+                  "those)");
+  sub->add_option("--haystack", o->haystack_files, "NAME=FILE: a UTF-8 prose file to use as haystack NAME "
+                  "(cycled when shorter than a length); repeatable")->take_all();
+  sub->add_option("-n,--n-predict", o->n_predict, "Most tokens to generate per answer")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed of the pass keys (every policy sees the same documents)")
+      ->capture_default_str()->check(CLI::Validator(
+          [](std::string& s) { return s.find('-') == std::string::npos ? std::string() : "a seed is a whole number >= 0, got " + s; },
+          "", "non-negative"));
+  sub->add_option("--question", o->question, "The question asked after the document")->capture_default_str();
+  sub->add_option("--full-max", o->full_max, "Skip policy full above this many tokens (0: the model's training "
+                  "context)")->capture_default_str();
+  sub->add_option("--out", o->out, "Results, one JSON line per trial; trials already there are skipped")
+      ->capture_default_str();
+  sub->add_option("--device-mem", o->device_mem, "Hard cap on device memory, e.g. 256M, 1.5G (default: device's global memory)")
+      ->check(byte_size_validator());
+  sub->add_option("--device", o->device, "OpenCL device: index or name substring (default: first GPU, else CPU)");
+  sub->add_option("--kv-type", o->kv_type, "KV store element type: auto (f16 with cl_khr_fp16, else f32), f16, f32")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "f16", "f32"}));
+  sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
+  sub->add_flag("--table-only", o->table_only, "Only print the tables of the results already in --out");
+  sub->add_flag("--json", o->json, "Print the summary as JSON instead of Markdown tables");
+  sub->callback([o] { nih_command(*o); });
+}
+
+}  // namespace infinipot::cli
