@@ -18,7 +18,9 @@ const char* const kTaskLine =
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
     "I will quiz you about the important information there.";
 const char* const kFiller = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
-const char* const kQuestion = "What is the pass key?";
+// The usual question with the answer's form asked for: a 135M chat model asked only "What is
+// the pass key?" tends to explain what a pass key is instead (docs/results.md).
+const char* const kQuestion = "What is the pass key? Answer with the number only.";
 
 std::string needle(const std::string& key) {
   return "The pass key is " + key + ". Remember it. " + key + " is the pass key.";

@@ -16,7 +16,7 @@ namespace infinipot::nih {
 // The usual pass-key task (Mohtashami & Jaggi 2023, as in the InfiniPot paper's NIH runs).
 extern const char* const kTaskLine;  // "There is an important info hidden inside a lot of irrelevant text. ..."
 extern const char* const kFiller;    // "The grass is green. The sky is blue. ..." (repeated)
-extern const char* const kQuestion;  // "What is the pass key?" (asked after the document)
+extern const char* const kQuestion;  // "What is the pass key? Answer with the number only." (after the document)
 // "The pass key is KEY. Remember it. KEY is the pass key."
 std::string needle(const std::string& key);
 

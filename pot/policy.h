@@ -55,14 +55,39 @@ struct PotScores {
   size_t at(int layer, int head) const { return (size_t(layer) * n_heads + head) * stride; }
 };
 
+// How a choice is grouped and which entries it keeps outright (pot/selection.h runs it).
+struct ChoiceShape {
+  bool per_head = false;   // each KV head is its own group
+  bool per_layer = true;   // each layer is its own group (false: one group over all layers)
+  int head = 0;            // entries right after the pinned prefix always kept
+  int recent = 0;          // newest entries always kept
+  int back = 0, fwd = 0;   // spread window (slots before / after)
+  bool units = false;      // widen the spread to whole word / digit runs
+};
+
+// A policy's choice as data: which measurement fills how many places, and the shape. The pot
+// runs it on the device (pot/device_choice.h) or the host (choose_survivors, the reference).
+enum class Measure { Catalyst, Novelty, Accumulated, LastQuery };
+struct PlanStage {
+  Measure measure;
+  int count = 0;  // places this stage fills; the last stage fills what is left
+};
+struct ChoicePlan {
+  std::vector<PlanStage> stages;
+  ChoiceShape shape;
+};
+
 class PotPolicy {
  public:
   virtual ~PotPolicy() = default;
   virtual PolicyNeeds needs() const = 0;
   // Entries of the chat prefix (length prefix) the policy pins; most pin all of it.
   virtual int pinned(int prefix) const { return prefix; }
-  // [n_layers][n_heads][keep] surviving slots, strictly ascending per (layer, head).
-  virtual std::vector<int> select(const PotScores& s) const = 0;
+  // The choice for a pot of s.size entries keeping s.keep (only the counts of s are read).
+  virtual ChoicePlan plan(const PotScores& s) const = 0;
+  // [n_layers][n_heads][keep] surviving slots, strictly ascending per (layer, head): the plan
+  // run on the host (pot/selection.cpp).
+  std::vector<int> select(const PotScores& s) const;
 };
 
 }  // namespace infinipot

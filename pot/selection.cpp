@@ -48,6 +48,27 @@ int take_best(const float* score, int lo, int hi, int count, std::vector<char>& 
   return count;
 }
 
+const float* measure_scores(const PotScores& s, Measure m) {
+  switch (m) {
+    case Measure::Catalyst: return s.catalyst;
+    case Measure::Novelty: return s.novelty;
+    case Measure::Accumulated: return s.accumulated;
+    case Measure::LastQuery: return s.last_query;
+  }
+  return nullptr;
+}
+
+std::vector<int> PotPolicy::select(const PotScores& s) const {
+  const ChoicePlan p = plan(s);
+  std::vector<ChoiceStage> stages;
+  for (const PlanStage& st : p.stages) {
+    const float* score = measure_scores(s, st.measure);
+    if (!score) throw std::invalid_argument("PotPolicy::select: a stage reads a measurement the pot did not take");
+    stages.push_back({score, st.count});
+  }
+  return choose_survivors(s, stages, p.shape);
+}
+
 std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceStage>& stages, const ChoiceShape& shape) {
   if (s.n_layers <= 0 || s.n_heads <= 0 || s.size < 0 || s.stride < s.size)
     throw std::invalid_argument("choose_survivors: bad shape");

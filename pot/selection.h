@@ -20,15 +20,6 @@
 
 namespace infinipot {
 
-struct ChoiceShape {
-  bool per_head = false;   // each KV head is its own group
-  bool per_layer = true;   // each layer is its own group (false: one group over all layers)
-  int head = 0;            // entries right after the pinned prefix always kept
-  int recent = 0;          // newest entries always kept
-  int back = 0, fwd = 0;   // spread window (slots before / after)
-  bool units = false;      // widen the spread to whole word / digit runs
-};
-
 struct ChoiceStage {
   const float* score = nullptr;  // [n_layers][n_heads][stride]
   int count = 0;                 // places this stage fills; the last stage fills what is left
@@ -42,6 +33,9 @@ void spread_scores(const float* in, const int* unit, int lo, int hi, int back, i
 // Marks the `count` best of the slots [lo, hi) not yet taken (higher score first, NaN last,
 // ties to the later slot). Returns how many it marked (fewer if fewer were free).
 int take_best(const float* score, int lo, int hi, int count, std::vector<char>& taken);
+
+// The scores a plan stage reads (null when the policy did not measure them).
+const float* measure_scores(const PotScores& s, Measure m);
 
 // Runs the choice described above. Returns [n_layers][n_heads][keep] slots.
 std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceStage>& stages, const ChoiceShape& shape);

@@ -15,7 +15,7 @@ class CcdPolicy : public PotPolicy {
   static constexpr int kDefaultRecent = 32;
   CcdPolicy(const PolicyParams& p, float nuc_ratio);
   PolicyNeeds needs() const override;
-  std::vector<int> select(const PotScores& s) const override;
+  ChoicePlan plan(const PotScores& s) const override;
 
  private:
   PolicyParams p_;

@@ -15,12 +15,12 @@ class H2oPolicy : public PotPolicy {
     n.accumulated = true;
     return n;
   }
-  std::vector<int> select(const PotScores& s) const override {
+  ChoicePlan plan(const PotScores& s) const override {
     ChoiceShape shape;
     shape.per_layer = true;
     shape.per_head = true;
     shape.recent = recent_ >= 0 ? recent_ : (s.keep - s.pinned) / 2;
-    return choose_survivors(s, {{s.accumulated, s.keep}}, shape);
+    return {{{Measure::Accumulated, s.keep}}, shape};
   }
 
  private:

@@ -25,7 +25,7 @@ PolicyNeeds CcdPolicy::needs() const {
   return n;
 }
 
-std::vector<int> CcdPolicy::select(const PotScores& s) const {
+ChoicePlan CcdPolicy::plan(const PotScores& s) const {
   ChoiceShape shape;
   shape.per_head = p_.per_head;
   shape.per_layer = p_.per_layer;
@@ -36,10 +36,10 @@ std::vector<int> CcdPolicy::select(const PotScores& s) const {
   // NuC's share is of the places left after the prefix and the recent window (paper: alpha).
   const int free_places = std::max(0, s.keep - s.pinned - std::min(p_.recent, s.keep - s.pinned));
   const int nuc_places = static_cast<int>(std::lround(nuc_ratio_ * free_places));
-  std::vector<ChoiceStage> stages;
-  if (nuc_places > 0) stages.push_back({s.novelty, nuc_places});
-  if (nuc_ratio_ < 1.0f) stages.push_back({s.catalyst, free_places - nuc_places});
-  return choose_survivors(s, stages, shape);
+  ChoicePlan plan{{}, shape};
+  if (nuc_places > 0) plan.stages.push_back({Measure::Novelty, nuc_places});
+  if (nuc_ratio_ < 1.0f) plan.stages.push_back({Measure::Catalyst, free_places - nuc_places});
+  return plan;
 }
 
 std::unique_ptr<PotPolicy> make_infinipot_policy(const PolicyParams& p) {

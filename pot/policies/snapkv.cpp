@@ -18,12 +18,12 @@ class SnapkvPolicy : public PotPolicy {
     n.catalyst = true;
     return n;
   }
-  std::vector<int> select(const PotScores& s) const override {
+  ChoicePlan plan(const PotScores& s) const override {
     ChoiceShape shape;
     shape.per_layer = true;
     shape.per_head = true;
     shape.back = shape.fwd = pool_;
-    return choose_survivors(s, {{s.catalyst, s.keep}}, shape);
+    return {{{Measure::Catalyst, s.keep}}, shape};
   }
 
  private:

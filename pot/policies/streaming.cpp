@@ -14,10 +14,10 @@ class StreamingPolicy : public PotPolicy {
   static constexpr int kSinks = 4;
   PolicyNeeds needs() const override { return {}; }
   int pinned(int prefix) const override { return std::min(prefix, kSinks); }
-  std::vector<int> select(const PotScores& s) const override {
+  ChoicePlan plan(const PotScores& s) const override {
     ChoiceShape shape;
     shape.recent = s.keep - s.pinned;
-    return choose_survivors(s, {}, shape);
+    return {{}, shape};
   }
 };
 

@@ -10,10 +10,10 @@ class SwaPolicy : public PotPolicy {
  public:
   PolicyNeeds needs() const override { return {}; }
   int pinned(int) const override { return 0; }
-  std::vector<int> select(const PotScores& s) const override {
+  ChoicePlan plan(const PotScores& s) const override {
     ChoiceShape shape;
     shape.recent = s.keep;
-    return choose_survivors(s, {}, shape);
+    return {{}, shape};
   }
 };
 

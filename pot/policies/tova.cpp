@@ -15,11 +15,11 @@ class TovaPolicy : public PotPolicy {
     n.last_query = true;
     return n;
   }
-  std::vector<int> select(const PotScores& s) const override {
+  ChoicePlan plan(const PotScores& s) const override {
     ChoiceShape shape;
     shape.per_layer = true;
     shape.per_head = per_head_;
-    return choose_survivors(s, {{s.last_query, s.keep}}, shape);
+    return {{{Measure::LastQuery, s.keep}}, shape};
   }
 
  private:

@@ -11,11 +11,11 @@ namespace {
 class TruncatePolicy : public PotPolicy {
  public:
   PolicyNeeds needs() const override { return {}; }
-  std::vector<int> select(const PotScores& s) const override {
+  ChoicePlan plan(const PotScores& s) const override {
     ChoiceShape shape;
     shape.head = (s.keep - s.pinned) / 2;
     shape.recent = s.keep - s.pinned - shape.head;
-    return choose_survivors(s, {}, shape);
+    return {{}, shape};
   }
 };
 
