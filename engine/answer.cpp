@@ -106,6 +106,11 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   }
   po = MemoryPot::resolve(po, layout);
   engine.prepare_pot(po);
+  if (!o.oracle.empty()) {
+    const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.oracle);
+    if (span.first < 0) throw std::invalid_argument("--pot-oracle text does not occur in the document");
+    engine.pot()->set_oracle(span.first, span.second);
+  }
   Answer a;
   a.result = engine.generate(parts, catalyst, go, question_rows, whole);
   a.kv_capacity = po.capacity;

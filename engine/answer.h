@@ -26,6 +26,7 @@ struct AnswerOptions {
   // instruction to summarise the document's facts.
   std::string catalyst;
   std::string watch;         // report how much of this text the pot still holds ("" = off)
+  std::string oracle;        // diagnostics: the pot keeps this text (first occurrence) whatever the policy chooses
   std::function<void(const std::string&)> on_text;  // streamed answer pieces
 };
 

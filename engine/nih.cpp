@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -262,11 +263,17 @@ std::string PolicySpec::config() const {
   if (nuc_ratio != 0.5f) s += ":nuc_ratio=" + fmt_g(nuc_ratio);
   if (pool >= 0) s += ":pool=" + std::to_string(pool);
   if (recent >= 0) s += ":recent=" + std::to_string(recent);
+  if (ahead >= 0) s += ":ahead=" + std::to_string(ahead);
+  if (per_head) s += ":heads=per-head";
+  if (per_layer) s += ":layers=per-layer";
+  if (token_units) s += ":units=token";
+  if (cap_all_rows) s += ":cap_rows=all";
+  if (oracle) s += ":oracle=1";
   return s;
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:recent=R, e.g. "
+  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token:cap_rows=all:oracle=1, e.g. "
                             "--policy full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
@@ -311,6 +318,19 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         if (!parse_int(v, n) || n > (1 << 24)) throw bad("a count of recent entries >= 0");
         p.recent = static_cast<int>(n);
         p.recent_given = true;
+      } else if (k == "ahead") {
+        if (!parse_int(v, n) || n > 64) throw bad("a pooling reach in 0..64");
+        p.ahead = static_cast<int>(n);
+        p.pool_given = true;
+      } else if (k == "heads" || k == "layers" || k == "units" || k == "cap_rows" || k == "oracle") {
+        const std::map<std::string, std::pair<std::string, bool*>> choice = {
+            {"heads", {"per-head", &p.per_head}},   {"layers", {"per-layer", &p.per_layer}},
+            {"units", {"token", &p.token_units}},   {"cap_rows", {"all", &p.cap_all_rows}},
+            {"oracle", {"1", &p.oracle}}};
+        const auto& [on, field] = choice.at(k);
+        const std::string off = k == "heads" || k == "layers" ? "shared" : k == "units" ? "word" : k == "cap_rows" ? "question" : "0";
+        if (v != on && v != off) throw bad(on + " or " + off);
+        *field = v == on;
       } else if (k == "nuc_ratio") {
         char* end = nullptr;
         const double r = std::strtod(v.c_str(), &end);
@@ -319,7 +339,7 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         p.nuc_ratio_given = true;
       } else {
         throw std::invalid_argument("--policy entry '" + entry + "': unknown setting '" + k +
-                                    "' (known: pot, keep, nuc_ratio, pool, recent)");
+                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, oracle)");
       }
     }
     if (p.uses_pot()) {

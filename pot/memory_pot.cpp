@@ -286,6 +286,8 @@ void MemoryPot::distill() {
   sc.novelty = needs_.novelty ? nuc_.data() : nullptr;
   sc.source = source_.data();
   sc.unit = unit_.data();
+  sc.oracle_first = oracle_.first;
+  sc.oracle_last = oracle_.second;
   const std::vector<int> all = policy_->select(sc);
 
   // 3-4. Compaction and CR-RoPE, layer by layer.

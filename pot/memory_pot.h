@@ -89,6 +89,9 @@ class MemoryPot {
   // One CCD cycle (measure, select, compact, CR-RoPE). No-op when size <= keep.
   void distill();
   const PolicyNeeds& needs() const { return needs_; }
+  // Diagnostics (run --pot-oracle): the stream tokens [first, last] survive every distillation
+  // in every layer and head, whatever the policy chooses; (-1, -1) turns it off.
+  void set_oracle(int first, int last) { oracle_ = {first, last}; }
 
   const PotOptions& options() const { return opts_; }
   const PotStats& stats() const { return stats_; }
@@ -116,6 +119,7 @@ class MemoryPot {
   int question_rows_ = 0;  // catalyst rows whose attention counts
   TokenId last_token_ = -1;  // the last token read (TOVA re-runs it)
   int last_unit_ = -1;       // its word / digit run
+  std::pair<int, int> oracle_{-1, -1};
   std::vector<unsigned char> token_edges_;  // per vocabulary id: bit 0 starts with a letter/digit, bit 1 ends with one
   int pinned_ = 0;
   int stream_pos_ = 0;   // stream index of the next token read

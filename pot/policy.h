@@ -52,6 +52,9 @@ struct PotScores {
   // Stream index where the slot token's word or digit run starts ("29772" read as five digit
   // tokens is one run; " remember" split in two is one run). Equal values, adjacent slots.
   const int* unit = nullptr;
+  // Diagnostics only (run --pot-oracle): entries whose stream index lies in [oracle_first,
+  // oracle_last] are kept by every policy in every layer and head, outside its own choice.
+  int oracle_first = -1, oracle_last = -1;
   size_t at(int layer, int head) const { return (size_t(layer) * n_heads + head) * stride; }
 };
 

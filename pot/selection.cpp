@@ -91,12 +91,18 @@ std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceSt
       std::fill(taken.begin(), taken.end(), 0);
       std::fill(taken.begin(), taken.begin() + s.pinned, 1);
       int free_places = s.keep - s.pinned;
+      if (s.oracle_first >= 0 && s.source)  // diagnostics: the watched fact is kept outright
+        for (int j = s.pinned; j < n && free_places > 0; ++j) {
+          const int src = s.source[s.at(l0, h0) + j];
+          if (src >= s.oracle_first && src <= s.oracle_last) taken[j] = 1, --free_places;
+        }
       // Outright keeps: the entries after the prefix, then the newest.
       const int head = std::min(shape.head, free_places);
-      std::fill(taken.begin() + s.pinned, taken.begin() + s.pinned + head, 1);
-      free_places -= head;
+      for (int j = s.pinned; j < s.pinned + head; ++j)
+        if (!taken[j]) taken[j] = 1, --free_places;
       const int recent = std::min(shape.recent, free_places);
-      for (int j = n - recent; j < n; ++j) free_places -= !taken[j], taken[j] = 1;
+      for (int j = n - recent; j < n; ++j)
+        if (!taken[j]) taken[j] = 1, --free_places;
       const int* unit = shape.units && s.unit ? s.unit + s.at(l0, h0) : nullptr;
       for (size_t k = 0; k < stages.size() && free_places > 0; ++k) {
         for (int j = 0; j < n; ++j) {
@@ -119,6 +125,7 @@ std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceSt
       chosen.reserve(s.keep);
       for (int j = 0; j < n; ++j)
         if (taken[j]) chosen.push_back(j);
+      if (static_cast<int>(chosen.size()) != s.keep) throw std::logic_error("choose_survivors: kept a wrong count");
       for (int l = l0; l < l1; ++l)
         for (int h = h0; h < h1; ++h)
           std::copy(chosen.begin(), chosen.end(), out.begin() + (size_t(l) * H + h) * s.keep);

@@ -166,7 +166,9 @@ void nih_command(const NihOpts& o) {
       const PolicyInfo& info = find_policy(s.name);
       const struct { bool given; unsigned bit; const char* key; } keys[] = {
           {s.nuc_ratio_given, kParamNucRatio, "nuc_ratio"}, {s.pool_given, kParamPool, "pool"},
-          {s.recent_given, kParamRecent, "recent"}};
+          {s.recent_given, kParamRecent, "recent"},         {s.per_head, kParamPerHead, "heads"},
+          {s.per_layer, kParamPerLayer, "layers"},          {s.token_units, kParamUnits, "units"},
+          {s.cap_all_rows, kParamCatalyst, "cap_rows"}};
       for (const auto& k : keys)
         if (k.given && !(info.params & k.bit))
           throw std::invalid_argument(std::string("--policy ") + s.name + ": " + k.key + " does not apply to it (" +
@@ -296,13 +298,19 @@ void nih_command(const NihOpts& o) {
       ao.pot.params.nuc_ratio = s.nuc_ratio;
       ao.pot.params.pool = s.pool;
       ao.pot.params.recent = s.recent;
+      ao.pot.params.pool_ahead = s.ahead;
+      ao.pot.params.per_head = s.per_head;
+      ao.pot.params.per_layer = s.per_layer;
+      ao.pot.params.token_units = s.token_units;
+      ao.pot.cap_question_rows = !s.cap_all_rows;
+      if (s.oracle) ao.oracle = key;
       if (s.uses_pot()) ao.watch = key;
 
       nlohmann::json r = {{"haystack", hay},      {"length", c.length},   {"depth", c.depth},
                           {"trial", c.trial},     {"seed", o.seed},       {"key", key},
                           {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
                           {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
-                          {"n_predict", o.n_predict}, {"model", model_name}, {"version", "infinipot-nih-1"}};
+                          {"n_predict", o.n_predict}, {"question", o.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
       const auto t0 = std::chrono::steady_clock::now();
       auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
       std::string outcome;

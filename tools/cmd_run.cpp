@@ -34,6 +34,7 @@ struct RunOpts {
   bool nuc_given = false, heads_given = false, layers_given = false, units_given = false, pool_given = false,
        cap_rows_given = false;
   std::string watch;
+  std::string oracle;
 };
 
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
@@ -59,6 +60,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   require_utf8(o.question, "question");
   require_utf8(o.catalyst, "--catalyst text");
   require_utf8(o.watch, "--pot-watch text");
+  require_utf8(o.oracle, "--pot-oracle text");
   if (user.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument(have_file ? "document '" + o.file + "' is empty" : "the prompt is empty");
   const std::string policy = !o.policy.empty() ? o.policy : o.pot > 0 ? "infinipot" : "full";
@@ -67,7 +69,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   if (use_pot && o.pot <= 0)
     throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
   if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || o.pool_given || o.nuc_given ||
-                   o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty()))
+                   o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty()))
     throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-* and --no-cr-rope set up the memory pot; "
                                "--policy full keeps none: drop them, or give --pot N with a pot policy");
   if (use_pot && o.ctx > 0) throw CLI::ValidationError("--ctx sizes a full KV cache; with --pot N the pot's size is N");
@@ -103,6 +105,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   ao.pot.params.token_units = o.units == "token";
   if (o.catalyst_given) ao.catalyst = o.catalyst;
   ao.watch = o.watch;
+  ao.oracle = o.oracle;
   if (!o.json) ao.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
   if (!use_pot && !o.json) {
     const int needed = static_cast<int>(engine.prompt_parts(o.system, user, o.question, o.raw).all().size()) + o.n_predict;
@@ -227,6 +230,9 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 24));
   sub->add_option("--pot-watch", o->watch, "Report how much of this text (first occurrence in the document) "
                   "the pot still holds at the end, per layer and KV head");
+  sub->add_option("--pot-oracle", o->oracle, "Diagnostics: the pot keeps this text (first occurrence in the "
+                  "document) in every layer and head whatever the policy chooses, to tell selection losses from "
+                  "losses after it");
   sub->add_option("--pot-heads", o->pot_heads, "shared: every KV head of a layer keeps the same entries (scores "
                   "summed over its heads); per-head: each head chooses its own (the paper's)")
       ->capture_default_str()->check(CLI::IsMember({"shared", "per-head"}))
