@@ -2,9 +2,11 @@
 // the chat prefix plus catalyst prompt, --keep not below --pot: each a clear error or a
 // documented behaviour, never a crash"). Every refusal must end by itself, quickly, with the
 // documented exit code (2: a usage error caught while parsing flags; 1: any other error; 3:
-// the device memory budget) and a message naming the flag and the numbers. Then a few real
-// runs: a small pot that must distill, the recent policy, the CR-RoPE ablation, the catalyst
-// prompt's source, and the budget check with a pot.
+// the device memory budget) and a message naming the flag and the numbers. --policy NAME
+// chooses the KV policy (pot/policy_registry.h); a pot flag the chosen policy does not read is
+// a usage error. Then real runs: every policy through a small pot, a small pot within the
+// minimum budget, the streaming policy, the CR-RoPE ablation, the catalyst prompt's source,
+// SnapKV's whole-input budget, and a pot's peak memory independent of the input's length.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
@@ -32,13 +35,14 @@ void write_text(const std::string& path, const std::string& text) {
   test::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
-// ~1,500 tokens of made-up facts: much more than the pots below hold.
-std::string long_document() {
+// ~1,500 tokens of made-up facts (43 lines): much more than the pots below hold; `lines`
+// fewer for a shorter one (8 lines: ~300 tokens).
+std::string long_document(int lines = 43) {
   static const char* towns[] = {"Avalon",    "Brindle",  "Cresthaven", "Dunmore", "Elmsworth",
                                 "Fairhollow", "Glenrock", "Harrowgate", "Ironvale", "Juniper Bay"};
   static const char* colours[] = {"red", "blue", "green", "amber", "violet", "silver", "golden", "white"};
   std::string doc;
-  for (int i = 0; i < 43; ++i)
+  for (int i = 0; i < lines; ++i)
     doc += "In the year " + std::to_string(1700 + i * 3) + ", the town of " + towns[i % 10] + " painted its " +
            std::to_string(i + 1) + "th bridge " + colours[(i * 3) % 8] + ", and " + std::to_string(40 + i * 7) +
            " people came to see it.\n";
@@ -59,8 +63,10 @@ class CliPot : public ::testing::Test {
     ASSERT_FALSE(model_.empty());
     long_doc_ = dir_.file("long.txt");
     short_doc_ = dir_.file("short.txt");
+    medium_doc_ = dir_.file("medium.txt");
     write_text(long_doc_, long_document());
     write_text(short_doc_, "Hello there.\n");
+    write_text(medium_doc_, long_document(8));
   }
   // `run -m MODEL` followed by `args`.
   test::ProcResult run(const std::vector<std::string>& args, double timeout_s = kRun) {
@@ -90,7 +96,7 @@ class CliPot : public ::testing::Test {
     if (r.exit_code != 0) return -1;
     return static_cast<int>(json::parse(r.out).at("tokens").size());
   }
-  std::string model_, long_doc_, short_doc_;
+  std::string model_, long_doc_, short_doc_, medium_doc_;
   TempDir dir_;
   test::ProcResult last_;
 };
@@ -174,10 +180,12 @@ TEST_F(CliPot, KeepPlusCatalystFillingThePotIsRefused) {
   auto ok_keep = run({"-f", long_doc_, "--pot", "100", "--keep", at, "-n", "1000"}, kQuick);
   EXPECT_TRUE(fails_cleanly(ok_keep, {"lower -n or --keep"}, 1, kQuick));
   EXPECT_EQ(ok_keep.err.find("no room to read on"), std::string::npos) << ok_keep.describe();
-  // The recent policy has no catalyst prompt: --keep 99 of 100 is a valid (if busy) pot.
-  auto recent = run({"-f", long_doc_, "--pot", "100", "--keep", "99", "--pot-policy", "recent", "-n", "1000"}, kQuick);
-  EXPECT_TRUE(fails_cleanly(recent, {"lower -n or --keep"}, 1, kQuick));
-  EXPECT_EQ(recent.err.find("catalyst prompt"), std::string::npos) << recent.describe();
+  // The streaming policy has no catalyst prompt: --keep 99 of 100 is a valid (if busy) pot.
+  for (const std::string policy : {"streaming", "swa"}) {
+    auto no_catalyst = run({"-f", long_doc_, "--pot", "100", "--keep", "99", "--policy", policy, "-n", "1000"}, kQuick);
+    EXPECT_TRUE(fails_cleanly(no_catalyst, {"lower -n or --keep"}, 1, kQuick)) << policy;
+    EXPECT_EQ(no_catalyst.err.find("catalyst prompt"), std::string::npos) << no_catalyst.describe();
+  }
 }
 
 TEST_F(CliPot, NPredictTooLargeForAnOverflowingDocumentButFineForOneThatFits) {
@@ -219,21 +227,106 @@ TEST_F(CliPot, PotWithCtxIsAUsageError) {
                             2, kQuick));
 }
 
+// Without --pot the policy is full (no pot): the pot's flags are usage errors.
 TEST_F(CliPot, PotFlagsWithoutPotAreRefused) {
-  const std::vector<std::vector<std::string>> cases = {{"--keep", "40"},
-                                                       {"--catalyst", "What year?"},
-                                                       {"--pot-policy", "recent"},
-                                                       {"--no-cr-rope"},
-                                                       {"--pot-pool", "3"}};
+  const std::vector<std::vector<std::string>> cases = {
+      {"--keep", "40"},          {"--catalyst", "What year?"}, {"--no-cr-rope"},         {"--pot-pool", "3"},
+      {"--pot-pool-ahead", "1"}, {"--pot-recent", "8"},        {"--pot-heads", "shared"}, {"--pot-layers", "per-layer"},
+      {"--pot-units", "token"},  {"--cap-rows", "all"},        {"--pot-watch", "bridge"}, {"--nuc-ratio", "0.3"}};
   for (const auto& flag : cases) {
     SCOPED_TRACE(flag[0]);
     std::vector<std::string> args = {"-f", short_doc_, "-n", "2"};
     args.insert(args.end(), flag.begin(), flag.end());
-    EXPECT_TRUE(fails_cleanly(run(args, kQuick), {flag[0], "give --pot N too"}, 1, kQuick));
+    EXPECT_TRUE(fails_cleanly(run(args, kQuick), {"set up the memory pot", "--policy full keeps none", "give --pot N"}, 2,
+                              kQuick));
+    // The same with --policy full said outright.
+    args.insert(args.end(), {"--policy", "full"});
+    EXPECT_TRUE(fails_cleanly(run(args, kQuick), {"set up the memory pot", "--policy full keeps none"}, 2, kQuick));
   }
   // Also with --ctx, where a user might think the flags tune the full KV cache.
-  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--ctx", "200", "--keep", "40"}, kQuick), {"--keep", "give --pot N too"},
-                            1, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--ctx", "200", "--keep", "40"}, kQuick),
+                            {"--keep", "set up the memory pot", "give --pot N"}, 2, kQuick));
+}
+
+TEST_F(CliPot, PolicyFullWithPotIsAUsageError) {
+  auto r = run({"-f", short_doc_, "--pot", "128", "--policy", "full"}, kQuick);
+  EXPECT_TRUE(fails_cleanly(r, {"--pot", "--policy full keeps none"}, 2, kQuick));
+}
+
+// Every policy but full reads through a pot: without --pot it is a usage error naming it.
+TEST_F(CliPot, PotPolicyWithoutPotIsAUsageError) {
+  for (const auto& info : policies()) {
+    if (!info.make) continue;
+    SCOPED_TRACE(info.name);
+    const std::string name = info.name;
+    EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "-n", "2", "--policy", name}, kQuick),
+                              {"--policy " + name + " reads through a memory pot", "give --pot N"}, 2, kQuick));
+  }
+  // --ctx (a full cache's size) does not stand in for --pot.
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--policy", "h2o", "--ctx", "200"}, kQuick),
+                            {"--policy h2o reads through a memory pot"}, 2, kQuick));
+}
+
+// A pot flag the chosen policy does not read (PolicyInfo::params) is a usage error naming the
+// flag and the policy; a flag it reads gets past that check (to a layout refusal here: --pot
+// 10 is too small, so nothing runs on the device).
+struct PotFlag {
+  unsigned bit;
+  std::vector<std::string> args;
+  const char* named;  // how the refusal names it
+};
+const std::vector<PotFlag>& pot_flags() {
+  static const std::vector<PotFlag> flags = {
+      {kParamNucRatio, {"--nuc-ratio", "0.3"}, "--nuc-ratio"},
+      {kParamPool, {"--pot-pool", "2"}, "--pot-pool/--pot-pool-ahead"},
+      {kParamPool, {"--pot-pool-ahead", "2"}, "--pot-pool/--pot-pool-ahead"},
+      {kParamRecent, {"--pot-recent", "8"}, "--pot-recent"},
+      {kParamPerHead, {"--pot-heads", "per-head"}, "--pot-heads"},
+      {kParamPerLayer, {"--pot-layers", "per-layer"}, "--pot-layers"},
+      {kParamUnits, {"--pot-units", "token"}, "--pot-units"},
+      {kParamCatalyst, {"--catalyst", "Which year?"}, "--catalyst/--cap-rows"},
+      {kParamCatalyst, {"--cap-rows", "all"}, "--catalyst/--cap-rows"},
+  };
+  return flags;
+}
+
+TEST_F(CliPot, AFlagThePolicyDoesNotReadIsAUsageErrorNamingThePolicy) {
+  // The example from the docs first.
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "256", "--policy", "h2o", "--nuc-ratio", "0.3"}, kQuick),
+                            {"--nuc-ratio does not apply to --policy h2o", "drop it or choose another policy"}, 2, kQuick));
+  int refused = 0, accepted = 0;
+  for (const auto& info : policies()) {
+    if (!info.make) continue;
+    for (const PotFlag& f : pot_flags()) {
+      const std::string name = info.name;
+      SCOPED_TRACE(name + " " + f.args[0]);
+      std::vector<std::string> args = {"-f", long_doc_, "--pot", "10", "--policy", name};
+      args.insert(args.end(), f.args.begin(), f.args.end());
+      auto r = run(args, kQuick);
+      if (info.params & f.bit) {
+        // Read by the policy: past the flag check, refused for the pot's size instead.
+        EXPECT_TRUE(fails_cleanly(r, {}, 1, kQuick));
+        EXPECT_EQ(r.err.find("does not apply"), std::string::npos) << r.describe();
+        ++accepted;
+      } else {
+        EXPECT_TRUE(fails_cleanly(r, {std::string(f.named) + " does not apply to --policy " + name, info.summary}, 2,
+                                  kQuick));
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(refused, 20);
+  EXPECT_GT(accepted, 10);
+}
+
+// BUG (tools/cmd_run.cpp, check_policy_flags; pot/policy_registry.cpp): --pot-pool and
+// --pot-pool-ahead share one PolicyParam bit (kParamPool), but snapkv reads only pool
+// (pot/policies/snapkv.cpp pools the same width both ways), so --pot-pool-ahead with --policy
+// snapkv is accepted and silently ignored, against "a pot flag the chosen policy does not read
+// is a usage error". Fix: a separate bit for pool_ahead, declared by the CCD policies only.
+TEST_F(CliPot, DISABLED_PotPoolAheadIsRefusedForSnapkv) {
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "10", "--policy", "snapkv", "--pot-pool-ahead", "2"}, kQuick),
+                            {"--pot-pool-ahead", "does not apply to --policy snapkv"}, 2, kQuick));
 }
 
 TEST_F(CliPot, NucRatioOutOfRange) {
@@ -254,15 +347,32 @@ TEST_F(CliPot, MalformedPotSizes) {
   }
 }
 
-TEST_F(CliPot, UnknownPotPolicyAndPoolOutOfRange) {
-  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-policy", "bogus"}, kQuick),
-                            {"--pot-policy", "bogus", "infinipot", "recent"}, 2, kQuick));
-  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-policy", "INFINIPOT"}, kQuick),
-                            {"--pot-policy", "INFINIPOT"}, 2, kQuick));
+TEST_F(CliPot, UnknownPolicyAndPoolOutOfRange) {
+  for (const std::string bad : {"bogus", "INFINIPOT", "recent", ""}) {
+    SCOPED_TRACE(bad);
+    auto r = run({"-f", short_doc_, "--pot", "100", "--policy", bad}, kQuick);
+    ASSERT_TRUE(fails_cleanly(r, {"--policy", bad}, 2, kQuick));
+    for (const auto& info : policies()) EXPECT_NE(r.err.find(info.name), std::string::npos) << r.describe();
+  }
+  // The old flag is gone.
+  EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-policy", "recent"}, kQuick), {"--pot-policy"}, 2,
+                            kQuick));
   for (const std::string pool : {"999", "65", "-1", "x"}) {
     SCOPED_TRACE(pool);
     EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-pool", pool}, kQuick), {"--pot-pool", pool}, 2,
                               kQuick));
+    EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "--pot", "100", "--pot-pool-ahead", pool}, kQuick),
+                              {"--pot-pool-ahead", pool}, 2, kQuick));
+  }
+  for (const std::vector<std::string> bad : std::vector<std::vector<std::string>>{{"--pot-heads", "each"},
+                                                                                 {"--pot-layers", "shared-ish"},
+                                                                                 {"--pot-units", "words"},
+                                                                                 {"--cap-rows", "some"},
+                                                                                 {"--pot-recent", "-1"}}) {
+    SCOPED_TRACE(bad[0]);
+    std::vector<std::string> args = {"-f", short_doc_, "--pot", "100"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    EXPECT_TRUE(fails_cleanly(run(args, kQuick), {bad[0]}, 2, kQuick));
   }
 }
 
@@ -297,11 +407,11 @@ TEST_F(CliPot, DeviceMemTooSmallForThePotExits3NamingTheMinimum) {
 
 // ---- Known gaps (disabled until the binary is fixed; see the test's comment) -------------
 
-// --nuc-ratio only tunes the pot, like --keep, but without --pot it is silently accepted and
-// the run goes on with a full KV cache (the other pot flags are refused: see above).
+// --nuc-ratio only tunes the pot, like --keep: without --pot it is refused (an earlier
+// version accepted it silently and ran a full KV cache).
 TEST_F(CliPot, NucRatioWithoutPotIsRefused) {
   EXPECT_TRUE(fails_cleanly(run({"-f", short_doc_, "-n", "2", "--nuc-ratio", "0.3"}, kQuick),
-                            {"--nuc-ratio", "give --pot N too"}, 1, kQuick));
+                            {"--nuc-ratio", "set up the memory pot", "give --pot N"}, 2, kQuick));
 }
 
 // "use --pot N or more" names P + K + 2, which only works with --keep P + 1: with the default
@@ -339,6 +449,8 @@ TEST_F(CliPot, SmallPotDistillsWithinTheMinimumBudget) {
   EXPECT_EQ(pot.at("capacity").get<int>(), 256);
   EXPECT_EQ(pot.at("keep").get<int>(), 128);
   EXPECT_EQ(pot.at("policy").get<std::string>(), "infinipot");
+  EXPECT_EQ(j.at("policy").get<std::string>(), "infinipot") << "the default policy with --pot";
+  EXPECT_EQ(j.at("ccd_cycles").get<int>(), pot.at("cycles").get<int>());
   EXPECT_TRUE(pot.at("cr_rope").get<bool>());
   EXPECT_GT(pot.at("catalyst_tokens").get<int>(), 0);
   EXPECT_GT(pot.at("pinned").get<int>(), 0);
@@ -349,13 +461,19 @@ TEST_F(CliPot, SmallPotDistillsWithinTheMinimumBudget) {
   EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
 }
 
-TEST_F(CliPot, RecentPolicyDistillsWithoutACatalyst) {
-  const json j = run_json({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--pot-policy", "recent"});
+TEST_F(CliPot, StreamingPolicyDistillsWithoutACatalyst) {
+  const json j = run_json({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--policy", "streaming"});
   ASSERT_TRUE(j.contains("pot")) << last_.describe();
   const json& pot = j["pot"];
-  EXPECT_EQ(pot.at("policy").get<std::string>(), "recent");
+  EXPECT_EQ(pot.at("policy").get<std::string>(), "streaming");
+  EXPECT_EQ(j.at("policy").get<std::string>(), "streaming");
+  EXPECT_EQ(pot.at("pinned").get<int>(), 4) << "StreamingLLM's 4 attention sinks";
   EXPECT_EQ(pot.at("catalyst_tokens").get<int>(), 0);
-  EXPECT_EQ(pot.at("catalyst_s").get<double>(), 0.0);
+  EXPECT_EQ(pot.at("novelty_s").get<double>(), 0.0);
+  EXPECT_EQ(j.at("ccd_cycles").get<int>(), pot.at("cycles").get<int>());
+  // No catalyst pass ran: one on this model takes tens of milliseconds (the figure is not
+  // exactly 0: see DISABLED_NoCatalystTimeWithoutACatalyst).
+  EXPECT_LT(pot.at("catalyst_s").get<double>(), 0.005);
   EXPECT_GE(pot.at("cycles").get<int>(), 1) << last_.describe();
   EXPECT_LT(pot.at("max_position").get<int>(), 256) << last_.describe();
   EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
@@ -396,6 +514,159 @@ TEST_F(CliPot, CatalystComesFromTheQuestionUnlessGiven) {
   EXPECT_EQ(c.at("prompt_tokens").get<int>(), q.at("prompt_tokens").get<int>()) << "--catalyst changed the prompt";
   EXPECT_EQ(c["pot"].at("catalyst_tokens").get<int>(), catalyst_text_tokens + tail) << last_.describe();
   EXPECT_NE(c["pot"].at("catalyst_tokens").get<int>(), q["pot"].at("catalyst_tokens").get<int>());
+}
+
+// ---- Every policy, real runs ---------------------------------------------------------------
+
+// Each registered policy answers through the CLI: a ~300-token document through --pot 128
+// (several distillations; snapkv: one selection of the whole input), 2 answer tokens. The JSON
+// names the policy at the top level and in pot.policy, with ccd_cycles = pot.cycles.
+TEST_F(CliPot, EveryPolicyRunsAndReportsItselfInJson) {
+  int prefix = -1;  // the chat prefix, from the first policy that pins all of it
+  for (const auto& info : policies()) {
+    const std::string name = info.name;
+    SCOPED_TRACE(name);
+    const bool pot = info.make != nullptr;
+    std::vector<std::string> args = {"-f", medium_doc_, "-q", "Which town painted its 3th bridge?", "-n", "2",
+                                     "--policy", name};
+    if (pot) args.insert(args.end(), {"--pot", "128"});
+    const json j = run_json(args);
+    ASSERT_TRUE(j.contains("policy")) << last_.describe();
+    EXPECT_EQ(j.at("policy").get<std::string>(), name);
+    ASSERT_TRUE(j.contains("ccd_cycles")) << last_.describe();
+    EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
+    const int prompt_tokens = j.at("prompt_tokens").get<int>();
+    EXPECT_GT(prompt_tokens, 200) << "the document must overflow --pot 128";
+    if (!pot) {  // full: a KV cache for everything, no pot
+      EXPECT_EQ(j.at("ccd_cycles").get<int>(), 0);
+      EXPECT_FALSE(j.contains("pot")) << last_.describe();
+      EXPECT_EQ(j.at("kv_capacity").get<int>(), prompt_tokens + 2);
+      continue;
+    }
+    ASSERT_TRUE(j.contains("pot")) << last_.describe();
+    const json& p = j["pot"];
+    EXPECT_EQ(p.at("policy").get<std::string>(), name);
+    EXPECT_EQ(j.at("ccd_cycles").get<int>(), p.at("cycles").get<int>());
+    EXPECT_EQ(p.at("tokens_read").get<long long>(), prompt_tokens);
+    const PolicyNeeds needs = info.make(PolicyParams{})->needs();
+    if (needs.catalyst)
+      EXPECT_GT(p.at("catalyst_tokens").get<int>(), 0);
+    else
+      EXPECT_EQ(p.at("catalyst_tokens").get<int>(), 0);
+    if (!needs.novelty) EXPECT_EQ(p.at("novelty_s").get<double>(), 0.0);
+    const int pinned = p.at("pinned").get<int>();
+    if (name == "streaming") EXPECT_EQ(pinned, 4);
+    else if (name == "swa") EXPECT_EQ(pinned, 0);
+    else if (prefix < 0) prefix = pinned;
+    else EXPECT_EQ(pinned, prefix);
+    if (info.residency == Residency::WholeInput) {
+      // snapkv: the whole input in memory, one selection down to --pot entries.
+      EXPECT_EQ(p.at("cycles").get<int>(), 1) << last_.describe();
+      EXPECT_EQ(p.at("keep").get<int>(), 128);
+      EXPECT_GE(p.at("capacity").get<int>(), prompt_tokens);
+      EXPECT_EQ(j.at("kv_capacity").get<int>(), p.at("capacity").get<int>());
+    } else {
+      EXPECT_GE(p.at("cycles").get<int>(), 2) << last_.describe();
+      EXPECT_EQ(p.at("capacity").get<int>(), 128);
+      EXPECT_EQ(j.at("kv_capacity").get<int>(), 128);
+      EXPECT_LT(p.at("max_position").get<int>(), 128) << "CR-RoPE keeps positions inside the pot";
+    }
+  }
+  EXPECT_GT(prefix, 4);
+}
+
+// SnapKV holds the whole input before its one selection: under a budget that holds --pot 256
+// but not the whole input it exits 3 naming the minimum, and that minimum works.
+TEST_F(CliPot, SnapkvUnderABudgetTooSmallForTheWholeInputExits3NamingTheMinimum) {
+  // A pot policy fits in 140M with --pot 256 (the pot's K/V is 11.3 MiB)...
+  const std::vector<std::string> base = {"-f", long_doc_, "--pot", "256", "-n", "2"};
+  std::vector<std::string> args = base;
+  args.insert(args.end(), {"--device-mem", "140M"});
+  std::vector<std::string> streaming = args;
+  streaming.insert(streaming.end(), {"--policy", "streaming"});
+  const json ok = run_json(streaming);
+  ASSERT_TRUE(ok.contains("pot")) << last_.describe();
+  EXPECT_LE(ok.at("peak_device_bytes").get<uint64_t>(), cl::parse_byte_size("140M"));
+  // ...snapkv's whole input (~1,500 tokens, 45 KiB each) does not.
+  args.insert(args.end(), {"--policy", "snapkv"});
+  auto r = run(args, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"device memory budget", "too small", "kv_cache", "Minimum that works: --device-mem "}, 3,
+                            kQuick));
+  const std::string minimum = test::device_mem_in(r.err);
+  ASSERT_FALSE(minimum.empty()) << r.describe();
+  EXPECT_GT(cl::parse_byte_size(minimum), cl::parse_byte_size("140M"));
+  args = base;
+  args.insert(args.end(), {"--policy", "snapkv", "--device-mem", minimum});
+  const json j = run_json(args);
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  EXPECT_EQ(j.at("policy").get<std::string>(), "snapkv");
+  EXPECT_EQ(j.at("ccd_cycles").get<int>(), 1);
+  EXPECT_GE(j.at("kv_capacity").get<int>(), j.at("prompt_tokens").get<int>());
+  EXPECT_LE(j.at("peak_device_bytes").get<uint64_t>(), cl::parse_byte_size(minimum));
+}
+
+// The pot's point: its device memory does not grow with the input. A ~1.5K-token and a
+// ~6K-token input (the same facts four times) through the same --pot 256 peak at the same
+// bytes, in every category.
+TEST_F(CliPot, PeakDeviceBytesDoNotDependOnTheInputLength) {
+  const std::string longer = dir_.file("longer.txt");
+  write_text(longer, long_document() + long_document() + long_document() + long_document());
+  const json a = run_json({"-f", long_doc_, "--pot", "256", "-n", "2"});
+  const json b = run_json({"-f", longer, "--pot", "256", "-n", "2"});
+  ASSERT_TRUE(a.contains("pot") && b.contains("pot")) << last_.describe();
+  const int ta = a.at("prompt_tokens").get<int>(), tb = b.at("prompt_tokens").get<int>();
+  EXPECT_GT(ta, 1400);
+  EXPECT_GT(tb, 4 * 1400) << "the longer input must be well past 4K tokens";
+  EXPECT_GT(b.at("ccd_cycles").get<int>(), 3 * a.at("ccd_cycles").get<int>());
+  EXPECT_EQ(a.at("peak_device_bytes").get<uint64_t>(), b.at("peak_device_bytes").get<uint64_t>());
+  EXPECT_EQ(a.at("device_bytes"), b.at("device_bytes"));
+  EXPECT_EQ(a.at("kv_capacity").get<int>(), 256);
+  EXPECT_EQ(b.at("kv_capacity").get<int>(), 256);
+}
+
+// ---- Known bugs (disabled until fixed; see each test's comment) ---------------------------
+
+// BUG (pot/memory_pot.cpp, MemoryPot::distill): stats_.catalyst_s times the whole "measure"
+// step whatever the policy measures, so a policy with no catalyst (streaming, swa, truncate,
+// nuc, and tova/h2o whose measures are not the catalyst) reports a small non-zero catalyst_s
+// (9.6e-07 s measured for streaming): the JSON says time went into a catalyst that never ran.
+TEST_F(CliPot, DISABLED_NoCatalystTimeWithoutACatalyst) {
+  const json j = run_json({"-f", long_doc_, "--pot", "256", "-n", "2", "--policy", "streaming"});
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  EXPECT_GE(j["pot"].at("cycles").get<int>(), 1);
+  EXPECT_EQ(j["pot"].at("catalyst_s").get<double>(), 0.0);
+}
+
+// BUG (tools/cmd_run.cpp, print_summary): without --json a pot run prints its summary from
+// extra["pot"]["nuc_slots"], which pot_report (engine/answer.cpp) no longer writes, so every
+// `run --pot N` without --json fails after answering: "error: [json.exception.type_error.302]
+// type must be number, but is null", exit 1 (and a const json operator[] on a missing key is
+// undefined behaviour in nlohmann::json: the message varies between builds, "... but is
+// number" was seen too).
+TEST_F(CliPot, DISABLED_PotRunWithoutJsonPrintsItsSummary) {
+  auto r = run({"-f", short_doc_, "--pot", "64", "-n", "2"});
+  EXPECT_TRUE(succeeded(r)) << r.describe();
+  EXPECT_NE(r.err.find("--- pot 64 entries"), std::string::npos) << r.describe();
+}
+
+// BUG (engine/answer.cpp, answer(): the whole-input path): when the input fits in --pot
+// (prefix + body + question/tail/answer <= --pot), snapkv sets capacity = keep + 1 ("nothing
+// to select"), and MemoryPot::resolve then refuses keep + catalyst >= capacity, naming a
+// --keep the user never gave: "--keep 256 plus the catalyst prompt (28 tokens) fills --pot
+// 257". Any short document fails with --policy snapkv. Expected: it runs, nothing selected.
+TEST_F(CliPot, DISABLED_SnapkvRunsAnInputThatFitsThePot) {
+  const json j = run_json({"-f", short_doc_, "--pot", "256", "-n", "2", "--policy", "snapkv"});
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  EXPECT_EQ(j.at("ccd_cycles").get<int>(), 0);
+}
+
+// BUG (engine/answer.cpp): snapkv maps --pot N to the pot's keep, so its layout refusals name
+// --keep (and a --pot of the whole input's size) instead of the --pot the user gave: --pot 10
+// is refused with "--keep 10 leaves no room for the document ...; use --keep 25 or more".
+TEST_F(CliPot, DISABLED_SnapkvRefusalsNameThePotFlag) {
+  auto r = run({"-f", long_doc_, "--pot", "10", "--policy", "snapkv"}, kQuick);
+  ASSERT_TRUE(fails_cleanly(r, {"--pot"}, 1, kQuick));
+  EXPECT_EQ(r.err.find("--keep"), std::string::npos) << r.describe();
 }
 
 }  // namespace
