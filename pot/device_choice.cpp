@@ -75,11 +75,17 @@ size_t DeviceChoice::local_size(const cl::Kernel& k) const {
 int DeviceChoice::windows(const cl::Buffer* unit, const Grouping& gr, int groups, int lo, int hi, int back, int fwd,
                           int cap) {
   if (lo >= hi) return 0;
-  cl::Kernel k = ctx_.kernel(kFile, "pot_spread_bounds");
-  const size_t local = local_size(k);
-  k.args(unit ? unit->get() : cl_mem{nullptr}, int(unit != nullptr), gr.stride, gr.n_heads, gr.head_groups,
-         gr.members_l, gr.members_h, lo, hi, back, fwd, win_lo_, win_hi_, cap, cl::LocalBytes{local * sizeof(int)})
-      .launch(ctx_.queue(), {local, size_t(groups)}, {local, 1});
+  if (unit) {
+    cl::Kernel k = ctx_.kernel(kFile, "pot_spread_runs");
+    const size_t local = local_size(k);
+    k.args(*unit, gr.stride, gr.n_heads, gr.head_groups, gr.members_l, gr.members_h, lo, hi, back, fwd, win_lo_,
+           win_hi_, cap, cl::LocalBytes{local * sizeof(int)})
+        .launch(ctx_.queue(), {local, size_t(groups)}, {local, 1});
+  } else {
+    ctx_.kernel(kFile, "pot_spread_windows")
+        .args(lo, hi, back, fwd, win_lo_, win_hi_, cap)
+        .launch(ctx_.queue(), {size_t(hi - lo), size_t(groups)});
+  }
   long long longest = hi - lo;
   if (!unit) longest = std::min(longest, static_cast<long long>(back) + fwd + 1);
   return static_cast<int>(longest);
