@@ -1,5 +1,6 @@
 #include "engine/answer.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "pot/policy_registry.h"
@@ -100,9 +101,13 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   if (whole) {
     // SnapKV: the whole prompt in memory; --pot is what survives its one selection.
     if (po.keep != 0) throw std::invalid_argument("--keep does not apply to --policy snapkv: --pot N is what it keeps");
-    po.keep = po.capacity;
+    const int n = po.capacity, pinned = MemoryPot::pinned_of(po, layout.pinned);
+    if (n <= pinned)
+      throw std::invalid_argument("--pot " + std::to_string(n) + " with --policy snapkv keeps no more than the chat prefix (" +
+                                  std::to_string(pinned) + " tokens); use --pot " + std::to_string(pinned + 1) + " or more");
     po.capacity = layout.pinned + layout.body + layout.catalyst + layout.final_tokens;
-    if (po.keep >= po.capacity) po.capacity = po.keep + 1;  // the input fits: nothing to select
+    // An input that fits in N entries is never distilled (size <= keep).
+    po.keep = std::min(n, po.capacity - layout.catalyst - 1);
   }
   po = MemoryPot::resolve(po, layout);
   engine.prepare_pot(po);

@@ -80,7 +80,7 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   cl::MemoryPlan plan = Forward::plan(cfg_, chunk_, ctx_->tuning().gemm_backend);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
   plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
-  if (with_pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, pot->policy);
+  if (with_pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, *pot);
   const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1, kv_half_);
   const std::string entries = std::to_string(kv_capacity) + " entries take " +
                               cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " + cl::format_bytes(per_entry) +

@@ -66,13 +66,32 @@ int MemoryPot::pinned_of(const PotOptions& opts, int prefix) {
   return info.make(opts.params)->pinned(prefix);
 }
 
-uint64_t MemoryPot::scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const std::string& policy) {
-  PotOptions o;
-  o.policy = policy;
-  const PolicyNeeds n = needs_of(o);
-  const bool mass = n.catalyst || n.accumulated || n.last_query;
-  const uint64_t mass_bytes = mass ? uint64_t(cfg.n_layer) * cfg.n_head_kv * capacity * sizeof(float) : 0;
-  return mass_bytes + KvStore::compaction_bytes(cfg, capacity, half);
+namespace {
+// The grouping of a policy's choice (it does not depend on the counts).
+ChoiceShape planned_shape(const PotPolicy& policy, const LlamaConfig& cfg, int capacity) {
+  PotScores probe;
+  probe.n_layers = cfg.n_layer;
+  probe.n_heads = cfg.n_head_kv;
+  probe.stride = probe.size = capacity;
+  probe.keep = capacity / 2;
+  return policy.plan(probe).shape;
+}
+}  // namespace
+
+uint64_t MemoryPot::scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const PotOptions& opts) {
+  const PolicyInfo& info = find_policy(opts.policy);
+  if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
+  const auto policy = info.make(opts.params);
+  const PolicyNeeds n = policy->needs();
+  const uint64_t row = uint64_t(cfg.n_layer) * cfg.n_head_kv * capacity * 4;  // [layer][kv head][slot] x 4 bytes
+  uint64_t bytes = KvStore::compaction_bytes(cfg, capacity, half);
+  if (n.catalyst || n.accumulated || n.last_query) bytes += row;             // attention mass
+  if (opts.device_select) {
+    const ChoiceShape shape = planned_shape(*policy, cfg, capacity);
+    bytes += DeviceChoice::bytes_needed(cfg.n_layer, cfg.n_head_kv, capacity, shape);
+    bytes += row * (2 + int(n.novelty) + int(n.accumulated));               // survivors, units, novelty, sums
+  }
+  return bytes;
 }
 
 MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const LlamaConfig& cfg, const Tokenizer& tokenizer,
@@ -90,6 +109,15 @@ MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const Llam
     mass_ = ctx.memory().alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.attention_mass");
   nuc_.assign(slots, kNoScore);
   if (needs_.accumulated) acc_.assign(slots, 0.0f);
+  if (opts.device_select) {
+    choice_ = std::make_unique<DeviceChoice>(ctx, cfg.n_layer, cfg.n_head_kv, opts.capacity,
+                                             planned_shape(*policy_, cfg, opts.capacity));
+    auto& mem = ctx.memory();
+    survivors_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(int), "pot.survivors");
+    unit_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(int), "pot.units");
+    if (needs_.novelty) nuc_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.novelty");
+    if (needs_.accumulated) acc_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.h2o_sums");
+  }
   source_.assign(slots, -1);
   unit_.assign(slots, -1);
   position_.assign(slots, 0);
@@ -250,6 +278,50 @@ void MemoryPot::carry(std::vector<T>& record, int layer, const std::vector<int>&
   }
 }
 
+std::vector<int> MemoryPot::choose_on_device(const PotScores& sc, const ChoicePlan& plan) {
+  const size_t bytes = nuc_.size() * sizeof(float);
+  DeviceScores ds;
+  ds.n_layers = sc.n_layers;
+  ds.n_heads = sc.n_heads;
+  ds.stride = sc.stride;
+  ds.size = sc.size;
+  ds.pinned = sc.pinned;
+  ds.keep = sc.keep;
+  ctx_.write(unit_dev_, unit_.data(), bytes);
+  ds.unit = &unit_dev_;
+  if (needs_.catalyst) ds.catalyst = &mass_;
+  if (needs_.last_query) ds.last_query = &mass_;
+  if (needs_.novelty) {
+    ctx_.write(nuc_dev_, nuc_.data(), bytes);
+    ds.novelty = &nuc_dev_;
+  }
+  if (needs_.accumulated) {
+    ctx_.write(acc_dev_, acc_.data(), bytes);
+    ds.accumulated = &acc_dev_;
+  }
+  std::vector<DeviceStage> stages;
+  for (const PlanStage& st : plan.stages) {
+    const cl::Buffer* b = st.measure == Measure::Catalyst      ? ds.catalyst
+                          : st.measure == Measure::Novelty     ? ds.novelty
+                          : st.measure == Measure::Accumulated ? ds.accumulated
+                                                               : ds.last_query;
+    if (!b) throw std::logic_error("MemoryPot: a plan stage reads a measurement the pot did not take");
+    stages.push_back({b, st.count});
+  }
+  choice_->choose(ds, stages, plan.shape, survivors_dev_);
+  // Every member of a group holds the same list: read one row per group, copy it to the rest.
+  const int L = sc.n_layers, H = sc.n_heads, keep = sc.keep;
+  std::vector<int> all(size_t(L) * H * keep), row(keep);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      int* dst = all.data() + (size_t(l) * H + h) * keep;
+      const int l0 = plan.shape.per_layer ? l : 0, h0 = plan.shape.per_head ? h : 0;
+      if (l == l0 && h == h0) ctx_.read(survivors_dev_, dst, keep * sizeof(int), (size_t(l) * H + h) * keep * sizeof(int));
+      else std::copy_n(all.data() + (size_t(l0) * H + h0) * keep, keep, dst);
+    }
+  return all;
+}
+
 void MemoryPot::distill() {
   const int size = kv_.size();
   const int keep = opts_.keep;
@@ -261,15 +333,18 @@ void MemoryPot::distill() {
   std::vector<float> mass;
   if (needs_.catalyst) measure_catalyst();
   if (needs_.last_query) measure_last_query();
-  if (needs_.catalyst || needs_.last_query || needs_.accumulated) {
+  if (needs_.catalyst || needs_.last_query) stats_.catalyst_s += seconds_since(t0);
+  const bool on_device = choice_ && oracle_.first < 0;
+  if ((needs_.catalyst || needs_.last_query) && !on_device) {
     mass.resize(mass_.bytes() / sizeof(float));
     ctx_.read(mass_, mass.data(), mass_.bytes());
   }
   if (needs_.accumulated) {  // the new attention since the last cycle joins what survivors carry
+    mass.resize(mass_.bytes() / sizeof(float));
+    ctx_.read(mass_, mass.data(), mass_.bytes());
     for (size_t i = 0; i < mass.size(); ++i) acc_[i] += mass[i];
     ctx_.fill_zero(mass_, mass_.bytes());
   }
-  stats_.catalyst_s += seconds_since(t0);
 
   // 2. Selection.
   const auto t1 = Clock::now();
@@ -288,7 +363,7 @@ void MemoryPot::distill() {
   sc.unit = unit_.data();
   sc.oracle_first = oracle_.first;
   sc.oracle_last = oracle_.second;
-  const std::vector<int> all = policy_->select(sc);
+  const std::vector<int> all = on_device ? choose_on_device(sc, policy_->plan(sc)) : policy_->select(sc);
 
   // 3-4. Compaction and CR-RoPE, layer by layer.
   std::vector<int> delta(size_t(Hkv) * cap, 0);
@@ -303,7 +378,10 @@ void MemoryPot::distill() {
     carry(source_, l, survivors);
     carry(unit_, l, survivors);
     carry(position_, l, survivors, &delta);
-    if (!acc_.empty()) carry(acc_, l, survivors);
+    if (!acc_.empty()) {  // H2O: survivors carry their sums; the freed slots start from nothing
+      carry(acc_, l, survivors);
+      for (int h = 0; h < Hkv; ++h) std::fill(acc_.begin() + at(l, h, keep), acc_.begin() + at(l, h, cap), 0.0f);
+    }
     if (opts_.cr_rope) kv_.rerotate(l, delta);
   }
   // CR-RoPE: the pot's positions are 0 .. keep-1 again, the next token takes position keep.

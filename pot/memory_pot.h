@@ -23,6 +23,7 @@
 
 #include "model_loader/tokenizer.h"
 #include "runtime/kv_store.h"
+#include "pot/device_choice.h"
 #include "pot/policy.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"
@@ -35,6 +36,9 @@ struct PotOptions {
   std::string policy = "infinipot";  // pot/policy_registry.h
   PolicyParams params;     // what shapes the policy's choice (nuc_ratio, pool, recent, per_head, ...)
   bool cr_rope = true;     // false: keys keep their stream positions (ablation; leaves the trained range)
+  // The choice runs on the device (pot/device_choice.h); false: on the host (the reference).
+  // The oracle (diagnostics) always runs on the host.
+  bool device_select = true;
   // CaP counts the attention of the catalyst's question rows only, not of the chat template's
   // tail after them (which attends to the template, not to the facts). false: every row.
   bool cap_question_rows = true;
@@ -63,7 +67,7 @@ class MemoryPot {
   // naming the flag to change. Returns the options with keep filled in.
   static PotOptions resolve(PotOptions opts, const PotLayout& layout);
   // Device bytes the pot needs beyond its K/V (category pot_scoring).
-  static uint64_t scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const std::string& policy);
+  static uint64_t scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const PotOptions& opts);
   // The policy's needs and pinned prefix, for a layout check before any device work.
   static PolicyNeeds needs_of(const PotOptions& opts);
   static int pinned_of(const PotOptions& opts, int prefix);
@@ -102,6 +106,9 @@ class MemoryPot {
  private:
   void eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score);
   void measure_catalyst();
+  // The policy's plan run on the device: the scores stay there, the survivor list of each
+  // group (a layer, a head, or all of them) comes back. Returns [n_layer][n_kv_heads][keep].
+  std::vector<int> choose_on_device(const PotScores& sc, const ChoicePlan& plan);
   void measure_last_query();
   // Moves a host-side per-slot record along with the survivors of one layer.
   template <typename T>
@@ -120,6 +127,10 @@ class MemoryPot {
   TokenId last_token_ = -1;  // the last token read (TOVA re-runs it)
   int last_unit_ = -1;       // its word / digit run
   std::pair<int, int> oracle_{-1, -1};
+  std::unique_ptr<DeviceChoice> choice_;  // device selection (null: host)
+  // Device copies the choice reads, [n_layer][n_kv_heads][capacity]: novelty, word runs,
+  // H2O's carried sums (uploaded once per cycle), and the survivors it writes.
+  cl::Buffer nuc_dev_, unit_dev_, acc_dev_, survivors_dev_;
   std::vector<unsigned char> token_edges_;  // per vocabulary id: bit 0 starts with a letter/digit, bit 1 ends with one
   int pinned_ = 0;
   int stream_pos_ = 0;   // stream index of the next token read

@@ -5,14 +5,14 @@
 namespace infinipot {
 
 const std::vector<PolicyInfo>& policies() {
-  constexpr unsigned kCcd = kParamNucRatio | kParamPool | kParamRecent | kParamPerHead | kParamPerLayer | kParamUnits |
-                            kParamCatalyst;
+  constexpr unsigned kCcd = kParamNucRatio | kParamPool | kParamPoolAhead | kParamRecent | kParamPerHead |
+                            kParamPerLayer | kParamUnits | kParamCatalyst;
   static const std::vector<PolicyInfo> table = {
       {"infinipot", Residency::Pot, kCcd,
        "InfiniPot CCD: CaP (catalyst attention) + NuC (novelty), whole word/digit runs, one choice for all layers",
        make_infinipot_policy},
       {"cap", Residency::Pot, kCcd & ~kParamNucRatio, "CCD with catalyst attention only (--nuc-ratio 0)", make_cap_policy},
-      {"nuc", Residency::Pot, kParamPool | kParamRecent | kParamPerLayer | kParamUnits,
+      {"nuc", Residency::Pot, kParamPool | kParamPoolAhead | kParamRecent | kParamUnits,
        "CCD with novelty only (SirLLM-like token entropy)", make_nuc_policy},
       {"tova", Residency::Pot, kParamPerHead, "TOVA: attention of the last token read, per layer", make_tova_policy},
       {"h2o", Residency::Pot, kParamRecent, "H2O: accumulated attention heavy hitters per head + a recent window",

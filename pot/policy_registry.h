@@ -18,6 +18,7 @@ enum PolicyParam : unsigned {
   kParamPerLayer = 1u << 4,
   kParamUnits = 1u << 5,
   kParamCatalyst = 1u << 6,  // --catalyst: the text the catalyst prompt asks
+  kParamPoolAhead = 1u << 7,
 };
 
 struct PolicyInfo {

@@ -35,6 +35,7 @@ struct RunOpts {
        cap_rows_given = false;
   std::string watch;
   std::string oracle;
+  std::string select = "device";
 };
 
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
@@ -42,7 +43,8 @@ void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json
 // The pot's flags a policy does not read are refused, naming the policy's own.
 void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
   const struct { bool given; unsigned bit; const char* flag; } flags[] = {
-      {o.nuc_given, kParamNucRatio, "--nuc-ratio"},     {o.pool_given, kParamPool, "--pot-pool/--pot-pool-ahead"},
+      {o.nuc_given, kParamNucRatio, "--nuc-ratio"},     {o.pool >= 0, kParamPool, "--pot-pool"},
+      {o.pool_ahead >= 0, kParamPoolAhead, "--pot-pool-ahead"},
       {o.recent >= 0, kParamRecent, "--pot-recent"},    {o.heads_given, kParamPerHead, "--pot-heads"},
       {o.layers_given, kParamPerLayer, "--pot-layers"}, {o.units_given, kParamUnits, "--pot-units"},
       {o.catalyst_given || o.cap_rows_given, kParamCatalyst, "--catalyst/--cap-rows"}};
@@ -106,6 +108,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   if (o.catalyst_given) ao.catalyst = o.catalyst;
   ao.watch = o.watch;
   ao.oracle = o.oracle;
+  ao.pot.device_select = o.select == "device";
   if (!o.json) ao.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
   if (!use_pot && !o.json) {
     const int needed = static_cast<int>(engine.prompt_parts(o.system, user, o.question, o.raw).all().size()) + o.n_predict;
@@ -162,9 +165,10 @@ void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json
                decode_tps, r.ttft_s);
   if (extra.contains("pot")) {
     const auto& p = extra["pot"];
-    std::fprintf(stderr, "--- pot %d entries (keep %d, %d pinned, catalyst %d tokens, %d NuC slots): %d distillations; "
-                 "catalyst %.2f s, novelty %.2f s, compaction %.2f s\n", p["capacity"].get<int>(), p["keep"].get<int>(),
-                 p["pinned"].get<int>(), p["catalyst_tokens"].get<int>(), p["nuc_slots"].get<int>(),
+    std::fprintf(stderr, "--- pot %d entries, policy %s (keep %d, %d pinned, catalyst %d tokens): %d distillations; "
+                 "measuring %.2f s, novelty %.2f s, selection + compaction %.2f s\n", p["capacity"].get<int>(),
+                 p["policy"].get<std::string>().c_str(), p["keep"].get<int>(),
+                 p["pinned"].get<int>(), p["catalyst_tokens"].get<int>(),
                  p["cycles"].get<int>(), p["catalyst_s"].get<double>(), p["novelty_s"].get<double>(),
                  p["compact_s"].get<double>());
   }
@@ -233,6 +237,8 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--pot-oracle", o->oracle, "Diagnostics: the pot keeps this text (first occurrence in the "
                   "document) in every layer and head whatever the policy chooses, to tell selection losses from "
                   "losses after it");
+  sub->add_option("--pot-select", o->select, "Where the pot chooses its survivors: device (OpenCL kernels) or host "
+                  "(the C++ reference)")->capture_default_str()->check(CLI::IsMember({"device", "host"}));
   sub->add_option("--pot-heads", o->pot_heads, "shared: every KV head of a layer keeps the same entries (scores "
                   "summed over its heads); per-head: each head chooses its own (the paper's)")
       ->capture_default_str()->check(CLI::IsMember({"shared", "per-head"}))

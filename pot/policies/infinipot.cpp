@@ -15,7 +15,6 @@ namespace infinipot {
 CcdPolicy::CcdPolicy(const PolicyParams& p, float nuc_ratio) : p_(p), nuc_ratio_(nuc_ratio) {
   if (p_.pool < 0) p_.pool = kDefaultPool;
   if (p_.pool_ahead < 0) p_.pool_ahead = kDefaultPoolAhead;
-  if (p_.recent < 0) p_.recent = kDefaultRecent;
 }
 
 PolicyNeeds CcdPolicy::needs() const {
@@ -29,12 +28,13 @@ ChoicePlan CcdPolicy::plan(const PotScores& s) const {
   ChoiceShape shape;
   shape.per_head = p_.per_head;
   shape.per_layer = p_.per_layer;
-  shape.recent = p_.recent;
+  const int free_all = std::max(0, s.keep - s.pinned);
+  shape.recent = p_.recent >= 0 ? p_.recent : std::min(kDefaultRecent, free_all / 8);
   shape.back = p_.pool;
   shape.fwd = p_.pool_ahead;
   shape.units = !p_.token_units;
   // NuC's share is of the places left after the prefix and the recent window (paper: alpha).
-  const int free_places = std::max(0, s.keep - s.pinned - std::min(p_.recent, s.keep - s.pinned));
+  const int free_places = free_all - std::min(shape.recent, free_all);
   const int nuc_places = static_cast<int>(std::lround(nuc_ratio_ * free_places));
   ChoicePlan plan{{}, shape};
   if (nuc_places > 0) plan.stages.push_back({Measure::Novelty, nuc_places});

@@ -739,7 +739,7 @@ TEST(MemoryPot, H2oCarriesAccumulatedAttentionAcrossCycles) {
   EXPECT_EQ(r.pot_second, again.pot_second);
 }
 
-// BUG (pot/memory_pot.cpp, MemoryPot::distill / carry): after a compaction only slots
+// Regression (fixed; the bug was in pot/memory_pot.cpp, MemoryPot::distill / carry): after a compaction only slots
 // [0, keep) of acc_ are rewritten with the survivors' carried attention; slots [keep,
 // capacity) keep the accumulated attention of the entries that sat there before. The tokens
 // read next into those slots never reset it (eval_chunk does not touch acc_), so at the next
@@ -747,7 +747,7 @@ TEST(MemoryPot, H2oCarriesAccumulatedAttentionAcrossCycles) {
 // pot's second choice then matches the `inherited` replay instead of `carried` (here with
 // --pot-recent 0, so scores decide every place). Fix: zero acc_[keep, capacity) of every
 // (layer, head) after carrying (or when eval_chunk fills a slot).
-TEST(MemoryPot, DISABLED_H2oNewEntriesStartWithNoAccumulatedAttention) {
+TEST(MemoryPot, H2oNewEntriesStartWithNoAccumulatedAttention) {
   const H2oReplay r = replay_h2o(/*recent=*/0, /*keep_after_prefix=*/16);
   ASSERT_TRUE(r.kv_identical_after_first);
   ASSERT_NE(r.carried, r.inherited) << "this case would not notice the stale attention";
@@ -855,13 +855,30 @@ TEST(MemoryPot, ScoringBytesPerPolicy) {
     o.policy = name;
     const PolicyNeeds n = MemoryPot::needs_of(o);
     const bool measures = n.catalyst || n.accumulated || n.last_query;
-    for (bool half : {false, true})
-      EXPECT_EQ(MemoryPot::scoring_bytes(cfg, capacity, half, name),
-                (measures ? mass : 0) + KvStore::compaction_bytes(cfg, capacity, half))
+    for (bool half : {false, true}) {
+      o.device_select = false;  // the host choice: the mass and the compaction buffers only
+      const uint64_t host = MemoryPot::scoring_bytes(cfg, capacity, half, o);
+      EXPECT_EQ(host, (measures ? mass : 0) + KvStore::compaction_bytes(cfg, capacity, half))
           << name << (half ? " f16" : " f32");
+      // The device choice adds its scratch and the rows it reads: survivors and word runs,
+      // novelty and H2O's sums where the policy measures them.
+      o.device_select = true;
+      const uint64_t row = uint64_t(cfg.n_layer) * cfg.n_head_kv * capacity * 4;
+      PotScores probe_scores;
+      probe_scores.n_layers = cfg.n_layer, probe_scores.n_heads = cfg.n_head_kv;
+      probe_scores.stride = probe_scores.size = capacity, probe_scores.keep = capacity / 2;
+      const ChoiceShape shape = find_policy(name).make(o.params)->plan(probe_scores).shape;
+      EXPECT_EQ(MemoryPot::scoring_bytes(cfg, capacity, half, o),
+                host + DeviceChoice::bytes_needed(cfg.n_layer, cfg.n_head_kv, capacity, shape) +
+                    row * (2 + int(n.novelty) + int(n.accumulated)))
+          << name << (half ? " f16" : " f32") << " (device choice)";
+    }
   }
-  EXPECT_THROW(MemoryPot::scoring_bytes(cfg, capacity, false, "full"), std::invalid_argument);
-  EXPECT_THROW(MemoryPot::scoring_bytes(cfg, capacity, false, "bogus"), std::invalid_argument);
+  PotOptions full;
+  full.policy = "full";
+  EXPECT_THROW(MemoryPot::scoring_bytes(cfg, capacity, false, full), std::invalid_argument);
+  full.policy = "bogus";
+  EXPECT_THROW(MemoryPot::scoring_bytes(cfg, capacity, false, full), std::invalid_argument);
 }
 
 class PotBudget : public ::testing::TestWithParam<std::string> {};
@@ -893,7 +910,7 @@ TEST_P(PotBudget, BudgetCoversScoringBuffersAndTheMinimumWorks) {
   const uint64_t minimum = minimum_of(true);
   ASSERT_GT(minimum, 16u << 10);
   // The pot's plan is the plain cache's plus exactly its scoring buffers.
-  EXPECT_EQ(minimum - minimum_of(false), MemoryPot::scoring_bytes(probe->config(), capacity, false, policy));
+  EXPECT_EQ(minimum - minimum_of(false), MemoryPot::scoring_bytes(probe->config(), capacity, false, po));
 
   auto below = make_engine(model, "f32", minimum - 1);
   EXPECT_THROW(below->prepare_pot(po), cl::BudgetError) << "the minimum is not tight";
@@ -909,7 +926,7 @@ TEST_P(PotBudget, BudgetCoversScoringBuffersAndTheMinimumWorks) {
   EXPECT_LE(report["peak"].get<uint64_t>(), minimum);
   const uint64_t scoring_peak = report["by_category"]["pot_scoring"]["peak"].get<uint64_t>();
   EXPECT_GT(scoring_peak, 0u);
-  EXPECT_LE(scoring_peak, MemoryPot::scoring_bytes(exact->config(), capacity, false, policy));
+  EXPECT_LE(scoring_peak, MemoryPot::scoring_bytes(exact->config(), capacity, false, po));
 }
 
 INSTANTIATE_TEST_SUITE_P(Pot, PotBudget, ::testing::Values("infinipot", "h2o", "tova", "streaming"),
