@@ -278,8 +278,8 @@ struct PotFlag {
 const std::vector<PotFlag>& pot_flags() {
   static const std::vector<PotFlag> flags = {
       {kParamNucRatio, {"--nuc-ratio", "0.3"}, "--nuc-ratio"},
-      {kParamPool, {"--pot-pool", "2"}, "--pot-pool/--pot-pool-ahead"},
-      {kParamPool, {"--pot-pool-ahead", "2"}, "--pot-pool/--pot-pool-ahead"},
+      {kParamPool, {"--pot-pool", "2"}, "--pot-pool"},
+      {kParamPoolAhead, {"--pot-pool-ahead", "2"}, "--pot-pool-ahead"},
       {kParamRecent, {"--pot-recent", "8"}, "--pot-recent"},
       {kParamPerHead, {"--pot-heads", "per-head"}, "--pot-heads"},
       {kParamPerLayer, {"--pot-layers", "per-layer"}, "--pot-layers"},

@@ -135,9 +135,13 @@ TEST(Policy, Infinipot) {
   Measures::row(moved.catalyst, 1, 1)[3] = 5;
   EXPECT_EQ(per_row(p->select(moved.scores(*p, 14, 2, 9)), 9), everywhere({0, 1, 3, 4, 5, 10, 11, 12, 13}));
 
-  // The defaults (pool 4, 1 ahead, recent 32): the 32-entry recent window covers all 7 free
-  // places of a pot this small: the newest.
-  EXPECT_EQ(per_row(make("infinipot")->select(m.scores(*p, 14, 2, 9)), 9), everywhere({0, 1, 7, 8, 9, 10, 11, 12, 13}));
+  // The defaults: pool 4 back and 1 ahead; the recent window is at most an eighth of the 7
+  // free places (none here); NuC lround(0.5 * 7) = 4 places, CaP 3.
+  // NuC sums x4: slot 4 -> 36. Spread [j-4, j+1] (the run 6-8 as one: [2, 9]): 3, 4, 5 and the
+  //   run 6-8 see 36; of those the 4 latest: 5, 6, 7, 8.
+  // CaP sums: 7 -> 5, 10 -> 4. Spread: 9, 10, 11 see slot 7 (5); 12, 13 see 10 (4); 2-4 see
+  //   nothing: takes 9, 10, 11.
+  EXPECT_EQ(per_row(make("infinipot")->select(m.scores(*p, 14, 2, 9)), 9), everywhere({0, 1, 5, 6, 7, 8, 9, 10, 11}));
 }
 
 TEST(Policy, Cap) {
@@ -457,7 +461,7 @@ TEST(PolicyInvariants, ParamsAPolicyDoesNotDeclareDoNotChangeItsChoice) {
   const Variant variants[] = {
       {kParamNucRatio, "nuc_ratio", [](PolicyParams& p) { p.nuc_ratio = 0.8f; }},
       {kParamPool, "pool", [](PolicyParams& p) { p.pool = 2; }},
-      {kParamPool, "pool_ahead", [](PolicyParams& p) { p.pool_ahead = 3; }},
+      {kParamPoolAhead, "pool_ahead", [](PolicyParams& p) { p.pool_ahead = 3; }},
       {kParamRecent, "recent", [](PolicyParams& p) { p.recent = 1; }},
       {kParamPerHead, "per_head", [](PolicyParams& p) { p.per_head = true; }},
       {kParamPerLayer, "per_layer", [](PolicyParams& p) { p.per_layer = true; }},
