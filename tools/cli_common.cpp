@@ -56,4 +56,15 @@ CLI::Validator byte_size_validator() {
       "SIZE", "byte size");
 }
 
+EngineOptions engine_options(const std::string& model, const std::string& device, const std::string& device_mem,
+                             int chunk, const std::string& kv_type) {
+  EngineOptions eo;
+  eo.model_path = model;
+  eo.device = device;
+  eo.device_mem = device_mem.empty() ? 0 : cl::parse_byte_size(device_mem);
+  eo.chunk = chunk;
+  eo.kv_type = kv_type;
+  return eo;
+}
+
 }  // namespace infinipot::cli

@@ -3,6 +3,8 @@
 #include <string>
 #include <CLI/CLI.hpp>
 
+#include "engine/engine.h"
+
 namespace infinipot::cli {
 
 // Reads a whole text file; errors name the path and the reason (missing, a directory, ...).
@@ -10,6 +12,9 @@ std::string read_text_file(const std::string& path, const std::string& what);
 // Throws std::invalid_argument naming `what` and the byte offset of the first invalid
 // UTF-8 sequence, with what to do about it.
 void require_utf8(const std::string& text, const std::string& what);
+// The engine the flags every model command shares ask for (--device-mem parsed here).
+EngineOptions engine_options(const std::string& model, const std::string& device, const std::string& device_mem,
+                             int chunk, const std::string& kv_type);
 // CLI11 validator for --device-mem sizes ("256M", "1.5G").
 CLI::Validator byte_size_validator();
 

@@ -206,13 +206,7 @@ void nih_command(const NihOpts& o) {
     std::fclose(f);
   }
 
-  EngineOptions eo;
-  eo.model_path = o.model;
-  eo.device = o.device;
-  eo.device_mem = o.device_mem.empty() ? 0 : cl::parse_byte_size(o.device_mem);
-  eo.chunk = o.chunk;
-  eo.kv_type = o.kv_type;
-  Engine engine(eo);
+  Engine engine(engine_options(o.model, o.device, o.device_mem, o.chunk, o.kv_type));
   const int full_max = o.full_max > 0 ? o.full_max : engine.config().n_ctx_train;
   const std::string model_name = std::filesystem::path(o.model).filename().string();
   for (const auto& r : res.records)

@@ -32,13 +32,7 @@ void add_perplexity_command(CLI::App& app) {
   sub->callback([o] {
     std::string text = read_text_file(o->file, "text file");
     require_utf8(text, "text file '" + o->file + "'");
-    EngineOptions eo;
-    eo.model_path = o->model;
-    eo.device = o->device;
-    eo.device_mem = o->device_mem.empty() ? 0 : cl::parse_byte_size(o->device_mem);
-    eo.chunk = o->chunk;
-    eo.kv_type = o->kv_type;
-    Engine engine(eo);
+    Engine engine(engine_options(o->model, o->device, o->device_mem, o->chunk, o->kv_type));
     // llama-perplexity tokenizes with add_special (BOS only if the model asks) and no special parsing.
     const bool add_bos = engine.file().get_bool("tokenizer.ggml.add_bos_token", false);
     auto tokens = engine.tokenizer().encode(text, add_bos, false);

@@ -79,13 +79,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   if (o.catalyst_given && o.catalyst.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument("--catalyst is empty: give the text the catalyst prompt should ask, or leave it out");
 
-  EngineOptions eo;
-  eo.model_path = o.model;
-  eo.device = o.device;
-  eo.device_mem = o.device_mem.empty() ? 0 : cl::parse_byte_size(o.device_mem);
-  eo.chunk = o.chunk;
-  eo.kv_type = o.kv_type;
-  Engine engine(eo);
+  Engine engine(engine_options(o.model, o.device, o.device_mem, o.chunk, o.kv_type));
 
   AnswerOptions ao;
   ao.system = o.system;
