@@ -71,7 +71,8 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   if (use_pot && o.pot <= 0)
     throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
   if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || o.pool_given || o.nuc_given ||
-                   o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty()))
+                   o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
+                   o.select != "device"))
     throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-* and --no-cr-rope set up the memory pot; "
                                "--policy full keeps none: drop them, or give --pot N with a pot policy");
   if (use_pot && o.ctx > 0) throw CLI::ValidationError("--ctx sizes a full KV cache; with --pot N the pot's size is N");
