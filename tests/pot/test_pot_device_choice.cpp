@@ -6,32 +6,13 @@
 // mass, NuC, H2O sums, TOVA's last-token attention, word runs) and reads the right rows back.
 #include <gtest/gtest.h>
 
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "engine/engine.h"
-#include "model_loader/tiny_model.h"
-#include "pot/policy_registry.h"
-#include "tests/support/gguf_test_util.h"
+#include "tests/pot/pot_fixture.h"  // tiny_model()
 
 namespace infinipot {
 namespace {
 
-const std::string& tiny_model() {
-  static test::TempDir dir;
-  static const std::string path = [] {
-    const std::string p = dir.file("tiny.gguf");
-    TinyLlamaOptions o;  // 2 layers, 2 KV heads
-    o.tied_embeddings = false;
-    write_tiny_llama(p, o);
-    return p;
-  }();
-  return path;
-}
-
 // Sentences with numbers and names, so word and digit runs of several tokens occur.
-std::string document(int n) {
+std::string counted_document(int n) {
   static const char* names[] = {"Anna", "Boris", "Clara", "Dmitri", "Elena"};
   std::string s;
   for (int i = 0; i < n; ++i)
@@ -50,7 +31,7 @@ Held run(const std::string& policy, bool device, bool per_head) {
   eo.model_path = tiny_model();
   eo.kv_type = "f32";
   Engine e(eo);
-  const PromptParts parts = e.prompt_parts("", document(50), "How many lanterns did Clara count?");
+  const PromptParts parts = e.prompt_parts("", counted_document(50), "How many lanterns did Clara count?");
   PotOptions po;
   po.policy = policy;
   po.device_select = device;
