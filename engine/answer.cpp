@@ -88,6 +88,8 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   go.n_predict = o.n_predict;
   go.sampler = o.sampler;
   go.on_text = o.on_text;
+  go.on_prefill = o.on_prefill;
+  go.ignore_eos = o.ignore_eos;
   if (info.residency == Residency::FullCache) return answer_full(engine, parts, o, go);
 
   PotOptions po = o.pot;

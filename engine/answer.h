@@ -28,6 +28,8 @@ struct AnswerOptions {
   std::string watch;         // report how much of this text the pot still holds ("" = off)
   std::string oracle;        // diagnostics: the pot keeps this text (first occurrence) whatever the policy chooses
   std::function<void(const std::string&)> on_text;  // streamed answer pieces
+  std::function<void(const PrefillProgress&)> on_prefill;  // after each prefill chunk
+  bool ignore_eos = false;   // answer n_predict tokens whatever they are (benchmarks)
 };
 
 struct Answer {

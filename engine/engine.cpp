@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "pot/policy_registry.h"
 
@@ -60,8 +61,7 @@ void Engine::prepare_pot(const PotOptions& pot) {
   pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, *tokenizer_, pot);
 }
 
-void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
-  const bool with_pot = pot != nullptr;
+void Engine::open_context() {
   pot_.reset();
   forward_.reset();
   kv_.reset();
@@ -71,16 +71,75 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   co.device = opts_.device;
   co.device_mem = opts_.device_mem;
   ctx_ = std::make_unique<cl::Context>(co);
-  chunk_ = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
-  chunk_ = std::max(1, std::min(chunk_, kv_capacity));
   if (opts_.kv_type == "auto") kv_half_ = ctx_->device().fp16;
   else if (opts_.kv_type == "f16" || opts_.kv_type == "f32") kv_half_ = opts_.kv_type == "f16";
   else throw std::invalid_argument("--kv-type must be auto, f16 or f32, got '" + opts_.kv_type + "'");
+}
 
-  cl::MemoryPlan plan = Forward::plan(cfg_, chunk_, ctx_->tuning().gemm_backend);
+cl::MemoryPlan Engine::plan_for(int kv_capacity, const PotOptions* pot) const {
+  const int chunk = std::max(1, std::min(opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk, kv_capacity));
+  cl::MemoryPlan plan = Forward::plan(cfg_, chunk, ctx_->tuning().gemm_backend);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
   plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
-  if (with_pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, *pot);
+  if (pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, *pot);
+  return plan;
+}
+
+int Engine::largest_pot(const PotOptions& pot, const PotLayout& layout, int most) {
+  if (!ctx_) open_context();
+  // Small pots fail the layout (prefix, catalyst and answer must fit); past that, a pot fits
+  // the budget up to some size: two binary searches, the second over the pots that resolve.
+  auto resolved = [&](int capacity) -> std::optional<PotOptions> {
+    PotOptions p = pot;
+    p.capacity = capacity;
+    p.keep = 0;
+    try {
+      return MemoryPot::resolve(p, layout);
+    } catch (const std::invalid_argument&) {
+      return std::nullopt;
+    }
+  };
+  if (most < 2 || !resolved(most)) return 0;
+  int lo = 2, hi = most;  // smallest that resolves, in [lo, hi]
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (resolved(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  const uint64_t budget = ctx_->memory().budget();
+  auto fits = [&](int capacity) {
+    const PotOptions p = *resolved(capacity);
+    return plan_for(capacity, &p).total() <= budget;
+  };
+  if (!fits(lo)) return 0;
+  hi = most;  // largest that fits, in [lo, hi]
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+int Engine::largest_full_cache(int most) {
+  if (!ctx_) open_context();
+  const uint64_t budget = ctx_->memory().budget();
+  if (most < 1 || plan_for(1, nullptr).total() > budget) return 0;
+  int lo = 1, hi = most;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (plan_for(mid, nullptr).total() <= budget) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
+  const bool with_pot = pot != nullptr;
+  open_context();
+  chunk_ = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
+  chunk_ = std::max(1, std::min(chunk_, kv_capacity));
+  const cl::MemoryPlan plan = plan_for(kv_capacity, pot);
   const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1, kv_half_);
   const std::string entries = std::to_string(kv_capacity) + " entries take " +
                               cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " + cl::format_bytes(per_entry) +

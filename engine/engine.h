@@ -31,10 +31,20 @@ struct EngineOptions {
   std::string kv_type = "auto";
 };
 
+// Where a prefill stands, reported after each chunk the device has evaluated.
+struct PrefillProgress {
+  int done = 0;          // prompt tokens evaluated so far
+  int total = 0;         // prompt tokens in all
+  double elapsed_s = 0;  // since the prompt was submitted
+  int cycles = 0;        // pot distillations so far (0 without a pot)
+};
+
 struct GenerateOptions {
   int n_predict = 256;
   SamplerOptions sampler;
   std::function<void(const std::string&)> on_text;  // streamed pieces of the answer
+  std::function<void(const PrefillProgress&)> on_prefill;  // after each prefill chunk (may be empty)
+  bool ignore_eos = false;  // generate n_predict tokens whatever they are (benchmarks)
 };
 
 struct GenerateResult {
@@ -86,6 +96,15 @@ class Engine {
   // With a memory pot: the KV store holds pot.capacity entries and the pot's scoring buffers
   // are planned and allocated too. pot must come from MemoryPot::resolve.
   void prepare_pot(const PotOptions& pot);
+  // The largest pot capacity (KV entries) whose whole memory plan fits the budget
+  // (--device-mem, else the device's memory) for a pot shaped like `pot` (its capacity and
+  // keep are chosen here, keep at the policy's default) reading a prompt of this layout,
+  // searched up to `most` entries. 0 when not even the smallest pot the layout allows fits.
+  // Opens the device context if needed; allocates nothing.
+  int largest_pot(const PotOptions& pot, const PotLayout& layout, int most);
+  // The largest full KV cache (entries = prompt + answer tokens) that fits the budget, up
+  // to `most`; 0 if none does.
+  int largest_full_cache(int most);
   MemoryPot* pot() { return pot_.get(); }
   cl::Context& context() { return *ctx_; }
   KvStore& kv() { return *kv_; }
@@ -107,6 +126,8 @@ class Engine {
 
  private:
   void prepare_device(int kv_capacity, const PotOptions* pot);
+  void open_context();
+  cl::MemoryPlan plan_for(int kv_capacity, const PotOptions* pot) const;
   // Samples from logits until EOS or n_predict, evaluating each token (the prompt is in).
   void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
               GenerateResult& r);

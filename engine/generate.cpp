@@ -45,6 +45,8 @@ GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const Genera
   for (size_t i = 0; i < prompt.size(); i += chunk_) {
     std::vector<TokenId> part(prompt.begin() + i, prompt.begin() + std::min(prompt.size(), i + chunk_));
     forward_->eval(part);
+    if (opts.on_prefill)
+      opts.on_prefill({static_cast<int>(i + part.size()), r.prompt_tokens, seconds_since(t0), 0});
   }
   r.prefill_s = seconds_since(t0);
   decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
@@ -84,8 +86,14 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(prompt.prefix.size() + body.size() + final_part.size());
   const auto t0 = Clock::now();
+  const int prefix = static_cast<int>(prompt.prefix.size());
+  if (opts.on_prefill)
+    pot_->set_on_chunk([&](int body_done) {
+      opts.on_prefill({prefix + body_done, r.prompt_tokens, seconds_since(t0), pot_->stats().cycles});
+    });
   pot_->begin(prompt.prefix, catalyst, question_rows);
   pot_->read(body, final_part.front(), static_cast<int>(final_part.size()) + opts.n_predict);
+  pot_->set_on_chunk({});
   if (whole_input) pot_->distill();  // SnapKV: one selection over the whole input
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prefill_s = seconds_since(t0);
@@ -102,7 +110,7 @@ void Engine::decode(std::vector<float> logits, const GenerateOptions& opts, Cloc
   for (int i = 0; i < opts.n_predict; ++i) {
     const TokenId tok = sampler.sample(logits);
     if (i == 0) r.ttft_s = seconds_since(t0);
-    if (tokenizer_->is_end_of_generation(tok)) {
+    if (!opts.ignore_eos && tokenizer_->is_end_of_generation(tok)) {
       r.stop_reason = "eos";
       break;
     }

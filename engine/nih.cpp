@@ -366,9 +366,10 @@ std::vector<int> parse_lengths(const std::string& list, const std::string& flag)
     std::string e = trim(raw);
     long long mult = 1;
     if (!e.empty() && (e.back() == 'k' || e.back() == 'K')) mult = 1024, e.pop_back();
+    else if (!e.empty() && (e.back() == 'm' || e.back() == 'M')) mult = 1024 * 1024, e.pop_back();
     long long n = 0;
     if (!parse_int(e, n) || n * mult < 1 || n * mult > (1 << 24))
-      throw std::invalid_argument(flag + " takes a comma list of token counts (e.g. 4096,8192 or 4K,128K), got '" +
+      throw std::invalid_argument(flag + " takes a comma list of token counts (e.g. 4096,8192 or 4K,128K,1M), got '" +
                                   trim(raw) + "' in '" + list + "'");
     if (std::find(out.begin(), out.end(), int(n * mult)) != out.end())
       throw std::invalid_argument(flag + " lists " + std::to_string(n * mult) + " twice; drop one");

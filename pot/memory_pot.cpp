@@ -217,6 +217,7 @@ void MemoryPot::read(const std::vector<TokenId>& tokens, TokenId next, int still
     const int n = static_cast<int>(std::min<size_t>({size_t(room), size_t(fwd_.max_chunk()), tokens.size() - i}));
     eval_chunk(tokens, i, n, next, true);
     i += n;
+    if (on_chunk_) on_chunk_(static_cast<int>(i));
   }
 }
 

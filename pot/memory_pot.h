@@ -17,6 +17,7 @@
 //      positions are always 0 .. size-1 and never leave the model's trained range.
 // Reading then goes on into the freed slots. See docs/pot.md.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,9 @@ class MemoryPot {
   // Diagnostics (run --pot-oracle): the stream tokens [first, last] survive every distillation
   // in every layer and head, whatever the policy chooses; (-1, -1) turns it off.
   void set_oracle(int first, int last) { oracle_ = {first, last}; }
+  // Called by read() after each chunk with the tokens of that call read so far (progress
+  // lines); empty: none.
+  void set_on_chunk(std::function<void(int)> f) { on_chunk_ = std::move(f); }
 
   const PotOptions& options() const { return opts_; }
   const PotStats& stats() const { return stats_; }
@@ -127,6 +131,7 @@ class MemoryPot {
   TokenId last_token_ = -1;  // the last token read (TOVA re-runs it)
   int last_unit_ = -1;       // its word / digit run
   std::pair<int, int> oracle_{-1, -1};
+  std::function<void(int)> on_chunk_;
   std::unique_ptr<DeviceChoice> choice_;  // device selection (null: host)
   // Device copies the choice reads, [n_layer][n_kv_heads][capacity]: novelty, word runs,
   // H2O's carried sums (uploaded once per cycle), and the survivors it writes.

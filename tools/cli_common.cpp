@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -9,6 +10,13 @@
 #include "runtime/device_memory.h"
 
 namespace infinipot::cli {
+
+std::string data_path(const std::string& rel) {
+  std::error_code ec;
+  if (std::filesystem::exists(rel, ec)) return rel;
+  const std::string in_tree = std::string(INFINIPOT_SOURCE_DIR) + "/" + rel;
+  return std::filesystem::exists(in_tree, ec) ? in_tree : rel;
+}
 
 std::string read_text_file(const std::string& path, const std::string& what) {
   struct stat st {};

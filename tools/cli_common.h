@@ -12,6 +12,9 @@ std::string read_text_file(const std::string& path, const std::string& what);
 // Throws std::invalid_argument naming `what` and the byte offset of the first invalid
 // UTF-8 sequence, with what to do about it.
 void require_utf8(const std::string& text, const std::string& what);
+// A data file (e.g. "data/perplexity.txt") relative to the working directory, else to the
+// source tree this program was built from; rel itself when neither has it.
+std::string data_path(const std::string& rel);
 // The engine the flags every model command shares ask for (--device-mem parsed here).
 EngineOptions engine_options(const std::string& model, const std::string& device, const std::string& device_mem,
                              int chunk, const std::string& kv_type);
@@ -24,5 +27,6 @@ void add_tokenize_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_nih_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace infinipot::cli

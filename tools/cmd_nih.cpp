@@ -2,9 +2,6 @@
 // several depths of documents of several lengths (in tokens); each KV policy is asked
 // "What is the pass key?"; one JSON line per trial goes to --out (a rerun skips what is
 // there), then a Markdown table per haystack. The host logic is engine/nih.h.
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <algorithm>
 #include <cmath>
@@ -20,6 +17,7 @@
 #include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
 #include "tools/cli_common.h"
+#include "tools/progress.h"
 
 namespace infinipot::cli {
 namespace {
@@ -41,57 +39,6 @@ const std::map<std::string, std::string>& builtin_prose() {
   };
   return m;
 }
-
-// A data file relative to the working directory, else to the source tree this was built from.
-std::string data_path(const std::string& rel) {
-  std::error_code ec;
-  if (std::filesystem::exists(rel, ec)) return rel;
-  const std::string in_tree = std::string(INFINIPOT_SOURCE_DIR) + "/" + rel;
-  return std::filesystem::exists(in_tree, ec) ? in_tree : rel;
-}
-
-std::string fmt_duration(double s) {
-  if (!(s >= 0) || !std::isfinite(s)) return "?";
-  char buf[32];
-  const long t = std::lround(s);
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", t);
-  return buf;
-}
-
-int terminal_width() {
-  winsize w{};
-  return ioctl(STDERR_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 20 ? w.ws_col : 100;
-}
-
-// One updating line on a terminal; one line per event otherwise.
-class Progress {
- public:
-  explicit Progress(bool tty) : tty_(tty) {}
-  void status(const std::string& line) {
-    if (!tty_) return;
-    std::string s = line.substr(0, terminal_width() - 1);
-    std::fprintf(stderr, "\r\033[K%s", s.c_str());
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  void line(const std::string& text) {
-    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "%s\n", text.c_str());
-    std::fflush(stderr);
-    shown_ = false;
-  }
-  void done() {
-    if (tty_ && shown_) std::fprintf(stderr, "\r\033[K");
-    shown_ = false;
-  }
-  bool tty() const { return tty_; }
-
- private:
-  bool tty_;
-  bool shown_ = false;
-};
 
 std::string depth_text(double d) {
   char buf[32];
@@ -253,7 +200,7 @@ void nih_command(const NihOpts& o) {
                "%zu depths x %d trials, seed %llu)\n", pending, already, o.out.c_str(), specs.size(), haystacks.size(),
                lengths.size(), depths.size(), o.trials, static_cast<unsigned long long>(o.seed));
 
-  Progress progress(isatty(STDERR_FILENO) != 0);
+  Progress progress(progress_wanted(o.json));
   std::vector<std::unique_ptr<nih::DocumentBuilder>> builders;
   for (const auto& h : haystacks)
     builders.push_back(std::make_unique<nih::DocumentBuilder>(h, [&engine](const std::string& s) {
@@ -299,6 +246,8 @@ void nih_command(const NihOpts& o) {
       ao.pot.cap_question_rows = !s.cap_all_rows;
       if (s.oracle) ao.oracle = key;
       if (s.uses_pot()) ao.watch = key;
+      if (progress.enabled())
+        ao.on_prefill = [&](const PrefillProgress& p) { progress.status(std::string(head) + " | " + prefill_status(p)); };
 
       nlohmann::json r = {{"haystack", hay},      {"length", c.length},   {"depth", c.depth},
                           {"trial", c.trial},     {"seed", o.seed},       {"key", key},
@@ -351,7 +300,7 @@ void nih_command(const NihOpts& o) {
       seconds += r["wall_s"].get<double>();
       tokens_read += c.length;
       tokens_left -= c.length;
-      if (!progress.tty() || r.contains("error")) {
+      if (!progress.enabled() || r.contains("error")) {
         char tail[160];
         std::snprintf(tail, sizeof tail, " | %.1f s, %.0f tok/s | ETA %s", r["wall_s"].get<double>(), last_tps,
                       fmt_duration(tokens_left / (tokens_read / seconds)).c_str());
