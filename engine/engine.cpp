@@ -4,14 +4,17 @@
 #include <optional>
 
 #include "pot/policy_registry.h"
+#include "runtime/trace.h"
 
 namespace infinipot {
 
 Engine::Engine(const EngineOptions& opts)
-    : opts_(opts), file_(gguf::GgufFile::open(opts.model_path)), cfg_(read_llama_config(file_)),
+    : load_span_(std::make_unique<trace::Span>("load", "load model (GGUF, tokenizer)")),
+      opts_(opts), file_(gguf::GgufFile::open(opts.model_path)), cfg_(read_llama_config(file_)),
       table_(map_weights(file_, cfg_)) {
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file_));
   template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(file_));
+  load_span_.reset();
 }
 
 Engine::~Engine() = default;
@@ -135,6 +138,7 @@ int Engine::largest_full_cache(int most) {
 }
 
 void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
+  trace::Span span("load", "prepare device (context, weights, KV store)", {{"kv_capacity", kv_capacity}});
   const bool with_pot = pot != nullptr;
   open_context();
   chunk_ = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
@@ -156,6 +160,7 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_));
   kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity, kv_half_);
   forward_ = std::make_unique<Forward>(*ctx_, *model_, *kv_, chunk_);
+  trace::sync(ctx_->queue());
 }
 
 nlohmann::json Engine::memory_report() const {

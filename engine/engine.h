@@ -18,6 +18,7 @@
 #include "runtime/forward.h"
 #include "runtime/model_weights.h"
 #include "runtime/sampling.h"
+#include "runtime/trace.h"
 
 namespace infinipot {
 
@@ -131,6 +132,7 @@ class Engine {
   // Samples from logits until EOS or n_predict, evaluating each token (the prompt is in).
   void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
               GenerateResult& r);
+  std::unique_ptr<trace::Span> load_span_;  // the model's loading, in a trace (first member: starts first)
   EngineOptions opts_;
   gguf::GgufFile file_;
   LlamaConfig cfg_;

@@ -3,6 +3,7 @@
 
 #include "runtime/cl_error.h"
 #include "engine/engine.h"
+#include "runtime/trace.h"
 
 namespace infinipot {
 namespace {
@@ -44,7 +45,9 @@ GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const Genera
   kv_->reset();
   for (size_t i = 0; i < prompt.size(); i += chunk_) {
     std::vector<TokenId> part(prompt.begin() + i, prompt.begin() + std::min(prompt.size(), i + chunk_));
+    trace::Span span("prefill", "prefill chunk", {{"tokens", part.size()}, {"kv_entries", i}});
     forward_->eval(part);
+    trace::sync(ctx_->queue());
     if (opts.on_prefill)
       opts.on_prefill({static_cast<int>(i + part.size()), r.prompt_tokens, seconds_since(t0), 0});
   }
@@ -123,7 +126,11 @@ void Engine::decode(std::vector<float> logits, const GenerateOptions& opts, Cloc
     pending.erase(0, ready);
     if (i + 1 == opts.n_predict) break;
     if (pot_) pot_->append(tok);  // the pot records the answer's slots and positions too
-    else forward_->eval({tok});
+    else {
+      trace::Span span("decode", "decode token");
+      forward_->eval({tok});
+      trace::sync(ctx_->queue());
+    }
     logits = forward_->last_logits();
   }
   if (opts.on_text && !pending.empty()) opts.on_text(pending);

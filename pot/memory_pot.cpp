@@ -1,4 +1,5 @@
 #include "pot/memory_pot.h"
+#include "runtime/trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -169,9 +170,15 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
   const int p0 = kv_.next_position();
   EvalOptions eo;
   if (needs_.accumulated) eo.mass = &mass_;  // H2O: every query adds its attention
-  fwd_.eval(std::vector<TokenId>(tokens.begin() + from, tokens.begin() + from + n), eo);
+  {
+    trace::Span span(decoding_ ? "decode" : "prefill", decoding_ ? "decode token" : "prefill chunk",
+                     {{"tokens", n}, {"pot_entries", s0}});
+    fwd_.eval(std::vector<TokenId>(tokens.begin() + from, tokens.begin() + from + n), eo);
+    trace::sync(ctx_.queue());
+  }
   std::vector<float> nll;
   if (score && needs_.novelty) {
+    trace::Span span("ccd", "NuC (novelty of the chunk)", {{"tokens", n}});
     const auto t0 = Clock::now();
     std::vector<TokenId> targets(n);
     for (int r = 0; r < n; ++r) targets[r] = from + r + 1 < tokens.size() ? tokens[from + r + 1] : next;
@@ -329,11 +336,16 @@ void MemoryPot::distill() {
   if (size <= keep) return;
   const int Hkv = cfg_.n_head_kv, cap = opts_.capacity;
 
+  trace::Span cycle_span("ccd", "distillation", {{"cycle", stats_.cycles + 1}, {"entries", size}, {"keep", keep}});
   // 1. Measure what the policy needs (NuC was scored while reading).
   const auto t0 = Clock::now();
   std::vector<float> mass;
-  if (needs_.catalyst) measure_catalyst();
-  if (needs_.last_query) measure_last_query();
+  {
+    trace::Span span("ccd", needs_.catalyst ? "CaP (catalyst attention)" : "measure (last query)");
+    if (needs_.catalyst) measure_catalyst();
+    if (needs_.last_query) measure_last_query();
+    trace::sync(ctx_.queue());
+  }
   if (needs_.catalyst || needs_.last_query) stats_.catalyst_s += seconds_since(t0);
   const bool on_device = choice_ && oracle_.first < 0;
   if ((needs_.catalyst || needs_.last_query) && !on_device) {
@@ -364,14 +376,22 @@ void MemoryPot::distill() {
   sc.unit = unit_.data();
   sc.oracle_first = oracle_.first;
   sc.oracle_last = oracle_.second;
-  const std::vector<int> all = on_device ? choose_on_device(sc, policy_->plan(sc)) : policy_->select(sc);
+  std::vector<int> all;
+  {
+    trace::Span span("ccd", "selection", {{"on_device", on_device}});
+    all = on_device ? choose_on_device(sc, policy_->plan(sc)) : policy_->select(sc);
+  }
 
   // 3-4. Compaction and CR-RoPE, layer by layer.
   std::vector<int> delta(size_t(Hkv) * cap, 0);
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const auto layer_block = all.begin() + size_t(l) * Hkv * keep;  // [Hkv][keep]
     const std::vector<int> survivors(layer_block, layer_block + size_t(Hkv) * keep);
-    kv_.compact(l, survivors, keep);
+    {
+      trace::Span span("ccd", "compaction", {{"layer", l}});
+      kv_.compact(l, survivors, keep);
+      trace::sync(ctx_.queue());
+    }
     for (int h = 0; h < Hkv; ++h)
       for (int j = 0; j < keep; ++j)
         delta[size_t(h) * cap + j] = opts_.cr_rope ? j - position_[at(l, h, survivors[size_t(h) * keep + j])] : 0;
@@ -383,7 +403,11 @@ void MemoryPot::distill() {
       carry(acc_, l, survivors);
       for (int h = 0; h < Hkv; ++h) std::fill(acc_.begin() + at(l, h, keep), acc_.begin() + at(l, h, cap), 0.0f);
     }
-    if (opts_.cr_rope) kv_.rerotate(l, delta);
+    if (opts_.cr_rope) {
+      trace::Span span("ccd", "re-rotation (CR-RoPE)", {{"layer", l}});
+      kv_.rerotate(l, delta);
+      trace::sync(ctx_.queue());
+    }
   }
   // CR-RoPE: the pot's positions are 0 .. keep-1 again, the next token takes position keep.
   kv_.set_size(keep, opts_.cr_rope ? keep : kv_.next_position());

@@ -1,4 +1,5 @@
 #include "runtime/context.h"
+#include "runtime/trace.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,7 +65,9 @@ Context::Context(const ContextOptions& opts) : device_(select_device(opts.device
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform), 0};
   ctx_ = ContextHandle(clCreateContext(props, 1, &device_.id, nullptr, nullptr, &err));
   check(err, "clCreateContext(" + device_.name + ")");
-  queue_ = QueueHandle(clCreateCommandQueue(ctx_.get(), device_.id, 0, &err));
+  // Kernel spans in a trace come from profiling events, which need a profiling queue.
+  const cl_command_queue_properties qp = trace::kernels_enabled() ? CL_QUEUE_PROFILING_ENABLE : 0;
+  queue_ = QueueHandle(clCreateCommandQueue(ctx_.get(), device_.id, qp, &err));
   check(err, "clCreateCommandQueue(" + device_.name + ")");
   uint64_t budget = opts.device_mem ? opts.device_mem : device_.global_mem_bytes;
   memory_ = std::make_unique<DeviceMemory>(ctx_.get(), budget, device_.max_alloc_bytes);

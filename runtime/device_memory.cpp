@@ -1,4 +1,5 @@
 #include "runtime/device_memory.h"
+#include "runtime/trace.h"
 
 #include <cctype>
 #include <cmath>
@@ -87,12 +88,30 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
   return *this;
 }
 
+namespace {
+// One counter sample per category ("device memory" in the trace: a stacked track per category)
+// and the budget beside it.
+void trace_memory(const MemoryAccounts& a) {
+  std::vector<std::pair<std::string, double>> v;
+  for (size_t i = 0; i < kNumCategories; ++i)
+    v.emplace_back(category_name(static_cast<MemCategory>(i)), static_cast<double>(a.used[i]));
+  trace::counter("device memory (bytes)", v);
+  trace::counter("device memory budget (bytes)", {{"budget", static_cast<double>(a.budget)}});
+}
+}  // namespace
+
 Buffer::~Buffer() { release(); }
 
 void Buffer::release() noexcept {
   if (mem_ && accounts_) {
     accounts_->used[static_cast<size_t>(category_)] -= bytes_;
     accounts_->used_total -= bytes_;
+    if (trace::enabled()) {
+      try {
+        trace_memory(*accounts_);
+      } catch (...) {  // a trace sample is not worth an exception out of a destructor
+      }
+    }
   }
   mem_.reset();
   accounts_.reset();
@@ -143,6 +162,7 @@ Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& lab
   accounts_->used_total += bytes;
   accounts_->peak[i] = std::max(accounts_->peak[i], accounts_->used[i]);
   accounts_->peak_total = std::max(accounts_->peak_total, accounts_->used_total);
+  if (trace::enabled()) trace_memory(*accounts_);
   return b;
 }
 

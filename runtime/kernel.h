@@ -11,6 +11,7 @@
 #include "runtime/device_memory.h"
 #include "runtime/fault_injection.h"
 #include "runtime/profiler.h"
+#include "runtime/trace.h"
 
 namespace infinipot::cl {
 
@@ -51,11 +52,17 @@ class Kernel {
       if (global.size[d] == 0) return;  // nothing to do
     const bool profile = profiling_enabled();
     const double t0 = profile ? profile_now() : 0;
+    cl_event ev = nullptr;
+    const bool traced = trace::kernels_enabled();
     cl_int status = injected_launch_fault();
     if (status == CL_SUCCESS)
       status = clEnqueueNDRangeKernel(q, k_.get(), static_cast<cl_uint>(global.dims), nullptr, global.size.data(),
-                                      has_local ? local.size.data() : nullptr, 0, nullptr, nullptr);
+                                      has_local ? local.size.data() : nullptr, 0, nullptr, traced ? &ev : nullptr);
     check(status, "clEnqueueNDRangeKernel(" + name_ + ")");
+    if (ev) {
+      trace::kernel_event(name_, ev);
+      clReleaseEvent(ev);
+    }
     if (profile) profile_record(q, name_, t0);
   }
 

@@ -33,7 +33,7 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DINFINIPOT_FUZZ=ON -DINFINIPOT_BUILD_TESTS=OFF -DINFINIPOT_BUILD_BENCH=OFF >/dev/null
+    -DINFINIPOT_FUZZ=ON -DINFINIPOT_BUILD_TESTS=OFF >/dev/null
 fi
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then

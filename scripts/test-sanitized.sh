@@ -15,7 +15,7 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINFINIPOT_SANITIZE=ON \
-    -DINFINIPOT_BUILD_BENCH=OFF >/dev/null
+    >/dev/null
 fi
 start=$(date +%s)
 cmake --build "$build" -j "$jobs"

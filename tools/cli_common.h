@@ -28,5 +28,6 @@ void add_run_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_nih_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace infinipot::cli

@@ -23,13 +23,14 @@
 #include "tools/progress.h"
 
 namespace infinipot::cli {
+nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m);  // tools/bench_gemm.cpp
 namespace {
 
 struct BenchOpts {
   std::string model, ctx = "4096", policies = "infinipot", pots = "1024", caps, haystack, device, kv_type = "auto";
   std::string out, llama_dir;
   int n_predict = 32, reps = 1, chunk = 0, threads = 0;
-  bool json = false, warmup = true;
+  bool json = false, warmup = true, gemm = false;
 };
 
 struct Stat {
@@ -38,7 +39,8 @@ struct Stat {
 Stat stat_of(std::vector<double> v) {
   if (v.empty()) return {};
   std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v.front(), v.back()};
+  const size_t h = v.size() / 2;
+  return {v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2, v.front(), v.back()};
 }
 nlohmann::json to_json(const Stat& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
 
@@ -175,6 +177,8 @@ nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Docum
   row["device_bytes"] = by_cat;
   row["host_peak_rss"] = host_peak_rss();
   row["key_found"] = found;
+  // What the cap allows a full KV cache: the longest prompt + answer it can hold.
+  row["longest_full_cache_ctx"] = engine.largest_full_cache(1 << 24);
   row["device"] = engine.context().device().name;
   return row;
 }
@@ -237,8 +241,25 @@ void print_table(const std::vector<nlohmann::json>& rows) {
   }
 }
 
+// --gemm: the GEMM backends on this device instead of the sweep.
+void bench_gemm_only(const BenchOpts& o) {
+  Engine engine(engine_options(o.model, o.device, "", o.chunk, o.kv_type));
+  engine.prepare(64);
+  const nlohmann::json rows = bench_gemm(engine.context(), o.reps, 512);
+  if (o.json) {
+    std::cout << rows.dump(1) << std::endl;
+    return;
+  }
+  std::printf("GEMM on %s (median of %d)\n| backend  |    m |    n |    k |  GFLOP/s |\n| -------- | ---: | ---: | ---: | -------: |\n",
+              engine.context().device().name.c_str(), o.reps);
+  for (const auto& g : rows)
+    std::printf("| %-8s | %4d | %4d | %4d | %8.1f |\n", g["backend"].get<std::string>().c_str(), g["m"].get<int>(),
+                g["n"].get<int>(), g["k"].get<int>(), g["gflops"].get<double>());
+}
+
 void bench(const BenchOpts& o) {
   if (o.reps < 1) throw CLI::ValidationError("-r/--reps must be at least 1, got " + std::to_string(o.reps));
+  if (o.gemm) return bench_gemm_only(o);
   if (o.n_predict < 2) throw CLI::ValidationError("-n must be at least 2 (decode speed needs two tokens), got " + std::to_string(o.n_predict));
   std::vector<int> ctxs;
   std::vector<int> pots;
@@ -377,6 +398,8 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--threads", o->threads, "llama.cpp threads (default: all cores, as PoCL uses)")->check(CLI::Range(1, 1024));
   sub->add_option("--out", o->out, "Also write the rows (JSON) to this file");
   sub->add_flag("!--no-warmup", o->warmup, "Skip the warm-up run that compiles the kernels first");
+  sub->add_flag("--gemm", o->gemm, "Instead of the sweep: GFLOP/s of the GEMM backends (packed, CLBlast) on the "
+                                   "model's prefill shapes");
   sub->add_flag("--json", o->json, "Print the rows as one JSON list instead of the table");
   sub->callback([o] { bench(*o); });
 }

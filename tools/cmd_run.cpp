@@ -6,37 +6,11 @@
 #include "engine/answer.h"
 #include "pot/policy_registry.h"
 #include "tools/cli_common.h"
+#include "tools/cmd_run.h"
+#include "tools/progress.h"
 
 namespace infinipot::cli {
 namespace {
-
-struct RunOpts {
-  std::string model, prompt, file, question, system, device, device_mem, kv_type = "auto";
-  int n_predict = 256;
-  float temp = 0.0f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  uint64_t seed = 0;
-  int ctx = 0;
-  int chunk = 0;
-  bool json = false;
-  bool raw = false;
-  // Memory pot (InfiniPot): off unless --pot is given.
-  int pot = 0;
-  int keep = 0;
-  float nuc_ratio = 0.5f;
-  std::string catalyst;
-  bool catalyst_given = false;
-  std::string policy;  // "" = infinipot with --pot, else full
-  bool no_cr_rope = false;
-  int pool = -1, pool_ahead = -1, recent = -1;
-  std::string pot_heads = "shared", pot_layers = "shared", units = "word", cap_rows = "question";
-  bool nuc_given = false, heads_given = false, layers_given = false, units_given = false, pool_given = false,
-       cap_rows_given = false;
-  std::string watch;
-  std::string oracle;
-  std::string select = "device";
-};
 
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
 
@@ -54,7 +28,9 @@ void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
                                  info.summary + "): drop it or choose another policy");
 }
 
-void run(const RunOpts& o, bool have_prompt, bool have_file) {
+}  // namespace
+
+void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function<void(Engine&, const Answer&)>& after) {
   if (have_prompt == have_file) throw std::invalid_argument("run needs exactly one of -p PROMPT or -f FILE");
   if (o.n_predict <= 0) throw std::invalid_argument("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
   std::string user = have_file ? read_text_file(o.file, "document") : o.prompt;
@@ -104,7 +80,14 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
   ao.watch = o.watch;
   ao.oracle = o.oracle;
   ao.pot.device_select = o.select == "device";
-  if (!o.json) ao.on_text = [](const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); std::fflush(stdout); };
+  Progress progress(progress_wanted(o.json));
+  if (progress.enabled()) ao.on_prefill = [&](const PrefillProgress& p) { progress.status(prefill_status(p)); };
+  if (!o.json)
+    ao.on_text = [&](const std::string& s) {
+      progress.done();
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fflush(stdout);
+    };
   if (!use_pot && !o.json) {
     const int needed = static_cast<int>(engine.prompt_parts(o.system, user, o.question, o.raw).all().size()) + o.n_predict;
     if (needed > engine.config().n_ctx_train)
@@ -113,6 +96,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
                    engine.config().n_ctx_train);
   }
   const Answer a = answer(engine, user, o.question, ao);
+  progress.done();
   nlohmann::json extra = {{"kv_capacity", a.kv_capacity}, {"policy", policy}};
   if (use_pot) {
     extra["pot"] = a.pot;
@@ -129,7 +113,10 @@ void run(const RunOpts& o, bool have_prompt, bool have_file) {
     extra["ccd_cycles"] = 0;
   }
   print_summary(engine, a.result, extra, o.json);
+  if (after) after(engine, a);
 }
+
+namespace {
 
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json) {
   const auto mem = engine.memory_report();
@@ -180,9 +167,7 @@ void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json
 
 }  // namespace
 
-void add_run_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("run", "Generate an answer to a prompt or to a question about a document");
-  auto o = std::make_shared<RunOpts>();
+std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::shared_ptr<RunOpts>& o) {
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   auto* p = sub->add_option("-p,--prompt", o->prompt, "Prompt text (one user turn)");
   auto* f = sub->add_option("-f,--file", o->file, "Long input document (the user turn)");
@@ -251,7 +236,14 @@ void add_run_command(CLI::App& app) {
   sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE)");
   sub->add_flag("--raw", o->raw, "Feed the text as is, without the chat template");
   sub->add_flag("--json", o->json, "Print one JSON object with the answer and the figures");
-  sub->callback([o, p, f] { run(*o, static_cast<bool>(*p), static_cast<bool>(*f)); });
+  return {p, f};
+}
+
+void add_run_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("run", "Generate an answer to a prompt or to a question about a document");
+  auto o = std::make_shared<RunOpts>();
+  const auto [p, f] = add_run_flags(sub, o);
+  sub->callback([o, p = p, f = f] { run(*o, static_cast<bool>(*p), static_cast<bool>(*f)); });
 }
 
 }  // namespace infinipot::cli

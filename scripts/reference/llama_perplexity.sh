@@ -8,7 +8,7 @@
 #        TOKENS        tokens evaluated per context size: chunks = TOKENS / CTX (default 10240)
 #        THREADS       default 2
 #        OMP_WAIT_POLICY  default passive here: OpenMP's spinning barriers make llama.cpp many
-#                      times slower on a busy shared machine (see bench/llama_cpp_bench.sh);
+#                      times slower on a busy shared machine (see docs/benchmarks.md);
 #                      it changes the run time only, not the result.
 # For each CTX prints one line: "ctx=512 chunks=20 ppl=12.3456 err=0.1234 seconds=42 load=0.50",
 # and keeps llama-perplexity's full log in build/reference/perplexity-c<CTX>.log.

@@ -256,8 +256,8 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
 
 TEST(NihLists, LengthsDepthsAndNames) {
   EXPECT_EQ(parse_lengths("4096, 8192", "--lengths"), (std::vector<int>{4096, 8192}));
-  EXPECT_EQ(parse_lengths("4K,128k", "--lengths"), (std::vector<int>{4096, 131072}));
-  for (const char* bad : {"", "0", "-5", "4096,", "4M", "x", "12.5", "4096,4096"})
+  EXPECT_EQ(parse_lengths("4K,128k,1M", "--lengths"), (std::vector<int>{4096, 131072, 1048576}));
+  for (const char* bad : {"", "0", "-5", "4096,", "32M", "4G", "x", "12.5", "4096,4096", "4K,4096"})
     EXPECT_THROW(parse_lengths(bad, "--lengths"), std::invalid_argument) << bad;
   EXPECT_EQ(parse_depths("0,0.5,1", "--depths"), (std::vector<double>{0.0, 0.5, 1.0}));
   for (const char* bad : {"", "1.5", "-0.1", "nan", "0.5x", "0.5,0.5"})

@@ -1,0 +1,251 @@
+// `infinipot bench` and the progress line through the real binary, on tiny random-weight
+// models (fast on PoCL): the JSON rows carry every documented field with sane values, a cap
+// is never exceeded, --pot auto takes the largest pot the cap allows (one more entry does
+// not fit), --vs-llama-cpp reads llama-bench's JSON (a stand-in script here; the real one is
+// run by docs/benchmarks.md's commands), bad flags are usage errors naming the flag, and the
+// prefill progress line appears on a terminal only.
+#include <gtest/gtest.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "model_loader/tiny_model.h"
+#include "tests/support/cli_process.h"
+#include "tests/support/gguf_test_util.h"
+
+namespace infinipot {
+namespace {
+
+using nlohmann::json;
+constexpr double kQuick = 30;
+constexpr double kRun = 600;
+
+class Bench : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TinyLlamaOptions o;
+    o.n_ctx = 8192;  // long documents stay inside the tiny model's context
+    model_ = dir_.file("tiny.gguf");
+    write_tiny_llama(model_, o);
+  }
+  test::ProcResult bench(const std::vector<std::string>& args, double timeout = kRun) {
+    std::vector<std::string> all = {"bench", "-m", model_, "--no-warmup", "-n", "4"};
+    all.insert(all.end(), args.begin(), args.end());
+    return test::run_infinipot(all, {{}, timeout});
+  }
+  json bench_json(std::vector<std::string> args) {
+    args.push_back("--json");
+    const auto r = bench(args);
+    EXPECT_TRUE(test::succeeded(r)) << r.describe();
+    if (r.exit_code != 0) return json::array();
+    return json::parse(r.out);
+  }
+  test::TempDir dir_;
+  std::string model_;
+};
+
+const json* find_row(const json& rows, const std::string& policy, bool pot_auto = false) {
+  for (const auto& r : rows)
+    if (r["policy"] == policy && r.value("pot_auto", false) == pot_auto) return &r;
+  return nullptr;
+}
+
+TEST_F(Bench, JsonRowsHaveEveryFieldWithSaneValues) {
+  const json rows = bench_json({"--ctx", "700", "--policy", "infinipot,full", "--pot", "160", "--device-mem", "64M",
+                                "-r", "2", "--chunk", "64"});
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(1);
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.dump());
+    for (const char* k : {"ctx", "policy", "pot", "device_mem", "prefill_tok_s", "decode_tok_s", "ttft_s", "cd_time_s",
+                          "cd_share_of_ttft", "peak_device_bytes", "device_bytes", "host_peak_rss", "prompt_tokens",
+                          "ccd_cycles", "stats", "longest_full_cache_ctx"})
+      EXPECT_TRUE(r.contains(k)) << k;
+    EXPECT_FALSE(r.contains("error"));
+    EXPECT_EQ(r["ctx"], 700);
+    EXPECT_EQ(r["device_mem"], 64u << 20);
+    EXPECT_GT(r["prefill_tok_s"].get<double>(), 0);
+    EXPECT_GT(r["decode_tok_s"].get<double>(), 0);
+    EXPECT_GT(r["ttft_s"].get<double>(), 0);
+    // The document plus the chat template and the question.
+    EXPECT_GE(r["prompt_tokens"].get<int>(), 700);
+    EXPECT_LE(r["prompt_tokens"].get<int>(), 900);
+    EXPECT_LE(r["peak_device_bytes"].get<uint64_t>(), 64u << 20);
+    EXPECT_GT(r["device_bytes"]["weights"].get<uint64_t>(), 0u);
+    EXPECT_GT(r["device_bytes"]["kv_cache"].get<uint64_t>(), 0u);
+    EXPECT_GT(r["host_peak_rss"].get<long long>(), 1 << 20);
+    EXPECT_GE(r["cd_time_s"].get<double>(), 0);
+    EXPECT_LT(r["cd_time_s"].get<double>(), r["ttft_s"].get<double>());
+    for (const char* k : {"prefill_tok_s", "decode_tok_s", "ttft_s"}) {
+      const auto& s = r["stats"][k];
+      EXPECT_LE(s["min"].get<double>(), s["median"].get<double>()) << k;
+      EXPECT_LE(s["median"].get<double>(), s["max"].get<double>()) << k;
+    }
+  }
+  const json* pot = find_row(rows, "infinipot");
+  const json* full = find_row(rows, "full");
+  ASSERT_TRUE(pot && full);
+  EXPECT_EQ((*pot)["pot"], 160);
+  EXPECT_TRUE((*full)["pot"].is_null());
+  EXPECT_GT((*pot)["ccd_cycles"].get<int>(), 2);  // 700 tokens through 160 entries
+  EXPECT_GT((*pot)["cd_time_s"].get<double>(), 0);
+  EXPECT_EQ((*full)["ccd_cycles"], 0);
+  EXPECT_EQ((*full)["cd_time_s"], 0.0);
+  // The pot's KV is its 160 entries; the full cache holds the whole prompt and the answer.
+  const double per_entry = (*full)["device_bytes"]["kv_cache"].get<double>() / (*full)["kv_capacity"].get<double>();
+  EXPECT_NEAR((*pot)["device_bytes"]["kv_cache"].get<double>(), 160 * per_entry, per_entry);
+  EXPECT_GE((*full)["kv_capacity"].get<int>(), (*full)["prompt_tokens"].get<int>() + 4);
+  EXPECT_LT((*pot)["peak_device_bytes"], (*full)["peak_device_bytes"]);
+  EXPECT_GT((*full)["longest_full_cache_ctx"].get<int>(), 700);
+}
+
+TEST_F(Bench, PotAutoTakesTheLargestPotTheCapAllows) {
+  // Bounds from two measured rows: a small pot, and the whole 1,500-token prompt in memory.
+  const json ref = bench_json({"--ctx", "1500", "--policy", "infinipot,full", "--pot", "128", "--chunk", "64"});
+  ASSERT_EQ(ref.size(), 2u);
+  const uint64_t small = (*find_row(ref, "infinipot"))["peak_device_bytes"].get<uint64_t>();
+  const uint64_t whole = (*find_row(ref, "full"))["peak_device_bytes"].get<uint64_t>();
+  ASSERT_LT(small, whole);
+  const std::string cap = std::to_string((small + whole) / 2);
+
+  const json rows = bench_json({"--ctx", "1500", "--pot", "auto", "--device-mem", cap, "--chunk", "64"});
+  ASSERT_EQ(rows.size(), 1u);
+  const json& r = rows[0];
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  EXPECT_TRUE(r.value("pot_auto", false));
+  const int pot = r["pot"].get<int>();
+  EXPECT_GT(pot, 128);
+  EXPECT_LT(pot, r["prompt_tokens"].get<int>());
+  EXPECT_LE(r["peak_device_bytes"].get<uint64_t>(), std::stoull(cap));
+  EXPECT_GT(r["ccd_cycles"].get<int>(), 0);
+
+  // One entry more does not fit the same cap: the row says so and names the minimum.
+  const json over = bench_json({"--ctx", "1500", "--pot", std::to_string(pot + 1), "--device-mem", cap, "--chunk", "64"});
+  ASSERT_EQ(over.size(), 1u);
+  ASSERT_TRUE(over[0].contains("error")) << over[0].dump();
+  EXPECT_NE(over[0]["error"].get<std::string>().find("does not fit"), std::string::npos);
+  EXPECT_GT(over[0]["min_device_mem"].get<uint64_t>(), std::stoull(cap));
+
+  // The table says which pot auto chose.
+  const auto t = bench({"--ctx", "1500", "--pot", "auto", "--device-mem", cap, "--chunk", "64"});
+  ASSERT_TRUE(test::succeeded(t)) << t.describe();
+  EXPECT_TRUE(std::regex_search(t.out, std::regex("\\| +" + std::to_string(pot) + "\\* \\|"))) << t.out;
+  EXPECT_NE(t.out.find("largest pot the cap allows"), std::string::npos) << t.out;
+}
+
+TEST_F(Bench, VsLlamaCppReadsLlamaBenchJson) {
+  // A stand-in llama-bench: checks the arguments bench passes and prints llama-bench's JSON
+  // records (the real program's format, `-o json`), one speed for prefill, one for decode.
+  const std::string bin = dir_.file("llama-bench");
+  std::ofstream(bin) << "#!/bin/sh\n"
+                        "case \" $* \" in *\" -m " + model_ + " \"*) ;; *) echo 'no -m' >&2; exit 9;; esac\n"
+                        "case \" $* \" in *\" -o json \"*) ;; *) echo 'no json' >&2; exit 9;; esac\n"
+                        "case \" $* \" in *\" -d 700 \"*) echo '[{\"n_gen\": 4, \"avg_ts\": 50.0}]';;\n"
+                        "  *\" -p 700 \"*) echo '[{\"n_prompt\": 700, \"avg_ts\": 1000.0}]';;\n"
+                        "  *) echo 'bad args' >&2; exit 9;; esac\n";
+  std::filesystem::permissions(bin, std::filesystem::perms::owner_all);
+  const json rows = bench_json({"--ctx", "700", "--policy", "full", "--vs-llama-cpp", dir_.path(), "--threads", "2"});
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(1);
+  const json* ours = find_row(rows, "full");
+  const json* theirs = find_row(rows, "llama.cpp");
+  ASSERT_TRUE(ours && theirs);
+  ASSERT_FALSE(theirs->contains("error")) << theirs->dump();
+  EXPECT_EQ((*theirs)["prefill_tok_s"], 1000.0);
+  EXPECT_EQ((*theirs)["decode_tok_s"], 50.0);
+  EXPECT_NEAR((*theirs)["ttft_s"].get<double>(), 0.7, 1e-9);
+  EXPECT_GT((*theirs)["host_peak_rss"].get<long long>(), 0);
+  EXPECT_NEAR((*ours)["prefill_vs_llama_cpp"].get<double>(), (*ours)["prefill_tok_s"].get<double>() / 1000.0, 1e-9);
+
+  // A failing llama-bench is a row with its error, not a crash.
+  std::ofstream(bin) << "#!/bin/sh\necho 'model file not supported' >&2\nexit 1\n";
+  const json failed = bench_json({"--ctx", "700", "--policy", "full", "--vs-llama-cpp", dir_.path()});
+  ASSERT_EQ(failed.size(), 2u);
+  ASSERT_TRUE(find_row(failed, "llama.cpp")->contains("error"));
+  EXPECT_NE((*find_row(failed, "llama.cpp"))["error"].get<std::string>().find("model file not supported"),
+            std::string::npos);
+}
+
+TEST_F(Bench, UsageErrorsNameTheFlag) {
+  EXPECT_TRUE(test::fails_cleanly(bench({"--ctx", "4096,abc"}, kQuick), {"--ctx", "abc"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--pot", "big"}, kQuick), {"--pot", "big"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--device-mem", "12Q"}, kQuick), {"--device-mem", "12Q"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--policy", "nosuch"}, kQuick), {"--policy", "nosuch", "infinipot"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"-r", "0"}, kQuick), {"--reps"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"-n", "1"}, kQuick), {"-n"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--vs-llama-cpp", dir_.file("nowhere")}, kQuick),
+                                  {"--vs-llama-cpp", "llama-bench", "build-llama-cpp.sh"}, 1, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--haystack", dir_.file("missing.txt")}, kQuick), {"missing.txt"}, 1, kQuick));
+}
+
+// Runs `infinipot args` with stderr on a pseudo-terminal (stdout to /dev/null); what the
+// terminal showed.
+std::string run_on_terminal(const std::vector<std::string>& args) {
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) return "forkpty failed";
+  if (pid == 0) {
+    FILE* devnull = std::fopen("/dev/null", "w");
+    if (devnull) dup2(fileno(devnull), STDOUT_FILENO);
+    std::vector<std::string> all = {INFINIPOT_BIN_PATH};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::string seen;
+  char buf[4096];
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const ssize_t n = read(master, buf, sizeof buf);
+    if (n > 0) seen.append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else break;  // EIO once the child has closed the terminal
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(300)) {
+      kill(pid, SIGKILL);
+      break;
+    }
+  }
+  close(master);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return seen;
+}
+
+TEST_F(Bench, ProgressLineOnlyOnATerminal) {
+  std::string doc;
+  for (int i = 0; i < 40; ++i) doc += "The river town kept its " + std::to_string(i) + "th boat by the old mill. ";
+  const std::string file = dir_.file("doc.txt");
+  std::ofstream(file) << doc;
+  const std::vector<std::string> args = {"run", "-m", model_, "-f", file, "-n", "2", "--chunk", "32", "--pot", "160"};
+  const std::string tty = run_on_terminal(args);
+  EXPECT_NE(tty.find("\033[K"), std::string::npos) << tty;  // the line is redrawn in place
+  EXPECT_NE(tty.find("prefill "), std::string::npos) << tty;
+  EXPECT_NE(tty.find(" tokens ("), std::string::npos) << tty;
+  EXPECT_NE(tty.find("pot cycles"), std::string::npos) << tty;
+
+  // Not a terminal (a pipe): no progress line, only the summary.
+  const auto piped = test::run_infinipot(args, {{}, kRun});
+  ASSERT_TRUE(test::succeeded(piped)) << piped.describe();
+  EXPECT_EQ(piped.err.find("\033[K"), std::string::npos) << piped.err;
+  EXPECT_EQ(piped.err.find(" tokens ("), std::string::npos) << piped.err;
+
+  // --json on a terminal: nothing extra.
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const std::string tty_json = run_on_terminal(json_args);
+  EXPECT_EQ(tty_json.find("\033[K"), std::string::npos) << tty_json;
+}
+
+}  // namespace
+}  // namespace infinipot
