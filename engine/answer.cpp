@@ -79,9 +79,45 @@ Answer answer_full(Engine& engine, const PromptParts& parts, const AnswerOptions
   return a;
 }
 
+// --load-pot: the snapshot fixes the model, the chat prefix and the pot; only the question is new.
+Answer answer_from_snapshot(Engine& engine, const std::string& question, const AnswerOptions& o,
+                            const GenerateOptions& go) {
+  const PotSnapshot snap = read_pot_snapshot(o.load_pot);
+  if (snap.model_id != engine.model_id())
+    throw std::invalid_argument("pot snapshot '" + o.load_pot + "' was saved with another model (" + snap.model_id +
+                                ", this one is " + engine.model_id() + "): load it with the model it was made from");
+  PotOptions po = MemoryPot::options_from_settings(snap.settings);
+  po.device_select = o.pot.device_select;
+  const PromptParts parts = engine.prompt_parts(o.system, "", question, o.raw);
+  if (snap.tokens.size() < parts.prefix.size() ||
+      !std::equal(parts.prefix.begin(), parts.prefix.end(), snap.tokens.begin()))
+    throw std::invalid_argument("pot snapshot '" + o.load_pot + "' was saved with another chat prefix (system prompt "
+                                "or --raw): load it with the --system / --raw it was saved with");
+  const std::string cap_text = !o.catalyst.empty() ? o.catalyst : !question.empty() ? question : kGeneralCatalyst;
+  int question_rows = 0;
+  const std::vector<TokenId> catalyst =
+      MemoryPot::needs_of(po).catalyst ? engine.catalyst_prompt(parts, cap_text, &question_rows) : std::vector<TokenId>{};
+  engine.prepare_pot(po);
+  Answer a;
+  a.result = engine.generate_restored(parts, snap, catalyst, go, question_rows);
+  a.kv_capacity = po.capacity;
+  a.pot = pot_report(*engine.pot(), static_cast<int>(catalyst.size()));
+  a.pot["ccd_cycles"] = engine.pot()->stats().cycles;
+  a.pot["loaded_from"] = o.load_pot;
+  return a;
+}
+
 }  // namespace
 
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& o) {
+  if (!o.load_pot.empty()) {
+    GenerateOptions go;
+    go.n_predict = o.n_predict;
+    go.sampler = o.sampler;
+    go.on_text = o.on_text;
+    go.ignore_eos = o.ignore_eos;
+    return answer_from_snapshot(engine, question, o, go);
+  }
   const PolicyInfo& info = find_policy(o.pot.policy);
   const PromptParts parts = engine.prompt_parts(o.system, document, question, o.raw);
   GenerateOptions go;
@@ -90,7 +126,10 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   go.on_text = o.on_text;
   go.on_prefill = o.on_prefill;
   go.ignore_eos = o.ignore_eos;
-  if (info.residency == Residency::FullCache) return answer_full(engine, parts, o, go);
+  if (info.residency == Residency::FullCache) {
+    if (!o.save_pot.empty()) throw std::invalid_argument("--save-pot saves a memory pot; --policy full keeps none: give --pot N");
+    return answer_full(engine, parts, o, go);
+  }
 
   PotOptions po = o.pot;
   // CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
@@ -113,6 +152,10 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   }
   po = MemoryPot::resolve(po, layout);
   engine.prepare_pot(po);
+  if (!o.save_pot.empty())
+    go.after_read = [&](const std::vector<TokenId>& stream) {
+      write_pot_snapshot(o.save_pot, engine.pot()->capture(stream, engine.model_id()));
+    };
   if (!o.oracle.empty()) {
     const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.oracle);
     if (span.first < 0) throw std::invalid_argument("--pot-oracle text does not occur in the document");

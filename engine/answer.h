@@ -30,6 +30,10 @@ struct AnswerOptions {
   std::function<void(const std::string&)> on_text;  // streamed answer pieces
   std::function<void(const PrefillProgress&)> on_prefill;  // after each prefill chunk
   bool ignore_eos = false;   // answer n_predict tokens whatever they are (benchmarks)
+  // Pot snapshots (pot/pot_snapshot.h): save_pot: write the pot after reading the document,
+  // then answer; load_pot: answer from a saved pot (the document is not read; the pot's
+  // settings come from the file, pot above is ignored).
+  std::string save_pot, load_pot;
 };
 
 struct Answer {

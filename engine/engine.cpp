@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "pot/policy_registry.h"
@@ -73,6 +74,7 @@ void Engine::open_context() {
   cl::ContextOptions co;
   co.device = opts_.device;
   co.device_mem = opts_.device_mem;
+  co.tuning_overrides = opts_.tuning_overrides;
   ctx_ = std::make_unique<cl::Context>(co);
   if (opts_.kv_type == "auto") kv_half_ = ctx_->device().fp16;
   else if (opts_.kv_type == "f16" || opts_.kv_type == "f32") kv_half_ = opts_.kv_type == "f16";
@@ -122,6 +124,22 @@ int Engine::largest_pot(const PotOptions& pot, const PotLayout& layout, int most
     else hi = mid - 1;
   }
   return lo;
+}
+
+const std::string& Engine::model_id() {
+  if (model_id_.empty()) {
+    uint64_t h = fnv1a64(nullptr, 0);
+    for (const auto& t : file_.tensors()) {
+      h = fnv1a64(reinterpret_cast<const uint8_t*>(t.name.data()), t.name.size(), h);
+      const uint64_t shape[2] = {static_cast<uint64_t>(t.type), t.n_bytes};
+      h = fnv1a64(reinterpret_cast<const uint8_t*>(shape), sizeof shape, h);
+      h = fnv1a64(file_.tensor_data(t), t.n_bytes, h);
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%zu:%016llx", file_.file_size(), static_cast<unsigned long long>(h));
+    model_id_ = buf;
+  }
+  return model_id_;
 }
 
 int Engine::largest_full_cache(int most) {

@@ -30,6 +30,7 @@ struct EngineOptions {
   // KV store element type: "f16" (half the memory, fp32 arithmetic), "f32", or "auto":
   // f16 where the device has cl_khr_fp16 (GPUs), f32 where not (PoCL).
   std::string kv_type = "auto";
+  nlohmann::json tuning_overrides = nlohmann::json::object();  // over platforms/tuning.json (infinipot tune)
 };
 
 // Where a prefill stands, reported after each chunk the device has evaluated.
@@ -46,6 +47,9 @@ struct GenerateOptions {
   std::function<void(const std::string&)> on_text;  // streamed pieces of the answer
   std::function<void(const PrefillProgress&)> on_prefill;  // after each prefill chunk (may be empty)
   bool ignore_eos = false;  // generate n_predict tokens whatever they are (benchmarks)
+  // With a pot: called once the document is read (prefix + document tokens in the pot's
+  // stream), before the question goes in: where a snapshot is taken (--save-pot).
+  std::function<void(const std::vector<TokenId>&)> after_read;
 };
 
 struct GenerateResult {
@@ -121,6 +125,15 @@ class Engine {
   // distilled once to the pot's keep before the question is appended.
   GenerateResult generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst, const GenerateOptions& opts,
                           int question_rows = 0, bool whole_input = false);
+  // Answers from a restored pot (--load-pot): the pot (prepare_pot with the snapshot's
+  // options) takes the snapshot's state, then the question and tail go in and it samples as
+  // generate() does. prompt.body is ignored (the snapshot holds the document).
+  GenerateResult generate_restored(const PromptParts& prompt, const PotSnapshot& snap,
+                                   const std::vector<TokenId>& catalyst, const GenerateOptions& opts,
+                                   int question_rows = 0);
+  // The model's identity for snapshots: file size and a 64-bit hash of every tensor's name,
+  // type, shape and bytes (computed once).
+  const std::string& model_id();
   // The token counts the pot must fit for this prompt and -n (what generate() checks).
   static PotLayout pot_layout(const PromptParts& prompt, const std::vector<TokenId>& catalyst, int n_predict);
   nlohmann::json memory_report() const;
@@ -132,6 +145,7 @@ class Engine {
   // Samples from logits until EOS or n_predict, evaluating each token (the prompt is in).
   void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
               GenerateResult& r);
+  std::string model_id_;
   std::unique_ptr<trace::Span> load_span_;  // the model's loading, in a trace (first member: starts first)
   EngineOptions opts_;
   gguf::GgufFile file_;

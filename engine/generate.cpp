@@ -98,6 +98,29 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   pot_->read(body, final_part.front(), static_cast<int>(final_part.size()) + opts.n_predict);
   pot_->set_on_chunk({});
   if (whole_input) pot_->distill();  // SnapKV: one selection over the whole input
+  if (opts.after_read) {
+    std::vector<TokenId> stream = prompt.prefix;
+    stream.insert(stream.end(), body.begin(), body.end());
+    opts.after_read(stream);
+  }
+  pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
+  r.prefill_s = seconds_since(t0);
+  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  return r;
+}
+
+GenerateResult Engine::generate_restored(const PromptParts& prompt, const PotSnapshot& snap,
+                                        const std::vector<TokenId>& catalyst, const GenerateOptions& opts,
+                                        int question_rows) {
+  if (!pot_) throw cl::ClError("generate_restored: prepare_pot() was not called");
+  if (opts.n_predict < 0) throw std::invalid_argument("-n must be >= 0");
+  std::vector<TokenId> final_part = prompt.question;
+  final_part.insert(final_part.end(), prompt.tail.begin(), prompt.tail.end());
+  if (final_part.empty()) throw std::invalid_argument("answering from a saved pot needs a question: give -q QUESTION");
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int>(final_part.size());
+  const auto t0 = Clock::now();
+  pot_->restore(snap, catalyst, question_rows);
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prefill_s = seconds_since(t0);
   decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);

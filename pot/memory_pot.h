@@ -26,6 +26,7 @@
 #include "runtime/kv_store.h"
 #include "pot/device_choice.h"
 #include "pot/policy.h"
+#include "pot/pot_snapshot.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"
 
@@ -100,6 +101,17 @@ class MemoryPot {
   // Called by read() after each chunk with the tokens of that call read so far (progress
   // lines); empty: none.
   void set_on_chunk(std::function<void(int)> f) { on_chunk_ = std::move(f); }
+
+  // Snapshots (pot/pot_snapshot.h; pot/memory_pot_snapshot.cpp). capture: the pot's whole state
+  // after reading `tokens` (prefix + document), tagged with the model's identity. restore:
+  // the state of a snapshot taken with the same model and options (checked by the caller:
+  // check_snapshot), then the catalyst for the next question; the pot then reads on or
+  // answers (finish) exactly as the pot that was saved would have.
+  PotSnapshot capture(const std::vector<int>& tokens, const std::string& model_id) const;
+  void restore(const PotSnapshot& snap, const std::vector<TokenId>& catalyst, int question_rows = 0);
+  // The options as a snapshot records them, and back (throws std::invalid_argument naming a bad field).
+  static nlohmann::json settings_json(const PotOptions& opts);
+  static PotOptions options_from_settings(const nlohmann::json& settings);
 
   const PotOptions& options() const { return opts_; }
   const PotStats& stats() const { return stats_; }

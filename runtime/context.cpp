@@ -60,7 +60,7 @@ std::string embedded_text(const std::string& name) {
 }
 
 Context::Context(const ContextOptions& opts) : device_(select_device(opts.device)), use_disk_cache_(opts.use_disk_cache) {
-  tuning_ = lookup_tuning(device_);
+  tuning_ = lookup_tuning(device_, opts.tuning_overrides);
   cl_int err = CL_SUCCESS;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform), 0};
   ctx_ = ContextHandle(clCreateContext(props, 1, &device_.id, nullptr, nullptr, &err));

@@ -16,6 +16,7 @@ struct ContextOptions {
   std::string device;          // --device spec ("" = default choice)
   uint64_t device_mem = 0;     // --device-mem; 0 = the device's global memory
   bool use_disk_cache = true;  // compiled programs under $XDG_CACHE_HOME/infinipot/kernels
+  nlohmann::json tuning_overrides = nlohmann::json::object();  // applied over platforms/ (infinipot tune)
 };
 
 class Context {

@@ -36,6 +36,10 @@ nlohmann::json load_data() {
 
 void apply_values(Tuning& t, const nlohmann::json& j) {
   if (!j.is_object()) return;
+  for (const char* k : {"matvec_local", "norm_local", "attention_tile_rows", "attention_key_tile", "prefill_chunk"})
+    if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
+      throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
+                    j[k].dump());
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.norm_local = j.value("norm_local", t.norm_local);
@@ -47,16 +51,24 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
 
 }  // namespace
 
+const char* const kTuningKeys[6] = {"gemm_backend",       "prefill_chunk", "attention_tile_rows",
+                                    "attention_key_tile", "matvec_local",  "norm_local"};
+
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend},
           {"matvec_local", matvec_local}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"prefill_chunk", prefill_chunk}};
 }
 
-Tuning lookup_tuning(const DeviceInfo& dev) {
+Tuning lookup_tuning(const DeviceInfo& dev, const nlohmann::json& overrides) {
   nlohmann::json data = load_data();
   Tuning t;
-  apply_values(t, data.value("default", nlohmann::json::object()));
+  const nlohmann::json defaults = data.value("default", nlohmann::json::object());
+  for (const char* k : kTuningKeys)
+    if (!defaults.contains(k))
+      throw ClError(std::string("platforms/tuning.json: the top-level 'default' lacks '") + k +
+                    "' (it is the one source of default tuning values: give every key)");
+  apply_values(t, defaults);
   const std::string vendor_text = lower(dev.platform_name + " " + dev.platform_vendor + " " + dev.vendor);
   for (const auto& alias : data.value("vendor_aliases", nlohmann::json::array())) {
     if (alias.size() != 2 || vendor_text.find(alias[1].get<std::string>()) == std::string::npos) continue;
@@ -76,6 +88,7 @@ Tuning lookup_tuning(const DeviceInfo& dev) {
       break;
     }
   }
+  apply_values(t, overrides);
   if (t.gemm_backend != "packed" && t.gemm_backend != "clblast")
     throw ClError("platforms/tuning.json: gemm_backend '" + t.gemm_backend + "' is neither 'packed' nor 'clblast'");
   return t;

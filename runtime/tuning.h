@@ -7,21 +7,28 @@
 
 namespace infinipot::cl {
 
+// The values come from platforms/tuning.json only: its top-level "default" must give every
+// one of them (lookup_tuning refuses a file that does not), so the JSON is the one source of
+// defaults; the zeros below are never used.
 struct Tuning {
   std::string vendor_key = "default";  // which vendor entry matched
   std::string device_key = "default";  // which device entry matched
-  std::string gemm_backend = "packed"; // "packed" | "clblast"
-  int matvec_local = 64;               // work-group size of matvec kernels (1 = driver loops)
-  int norm_local = 64;                 // work-group size of row reductions
-  int attention_tile_rows = 16;        // query rows per work-group in attention_tiled (1 = untiled)
-  int attention_key_tile = 32;         // keys staged in local memory per step
-  int prefill_chunk = 512;             // tokens per prefill step
+  std::string gemm_backend;            // "packed" | "clblast"
+  int matvec_local = 0;                // work-group size of matvec kernels (1 = driver loops)
+  int norm_local = 0;                  // work-group size of row reductions
+  int attention_tile_rows = 0;         // query rows per work-group in attention_tiled (1 = untiled)
+  int attention_key_tile = 0;          // keys staged in local memory per step
+  int prefill_chunk = 0;               // tokens per prefill step
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
-// Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments).
-Tuning lookup_tuning(const DeviceInfo& dev);
+// The tunable keys, in the order `infinipot tune` searches them.
+extern const char* const kTuningKeys[6];  // gemm_backend, prefill_chunk, attention_*, matvec_local, norm_local
+
+// Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
+// values applied last (`infinipot tune` tries candidates this way); checked like the file's.
+Tuning lookup_tuning(const DeviceInfo& dev, const nlohmann::json& overrides = nlohmann::json::object());
 
 }  // namespace infinipot::cl

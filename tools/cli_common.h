@@ -29,5 +29,6 @@ void add_perplexity_command(CLI::App& app);
 void add_nih_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 
 }  // namespace infinipot::cli

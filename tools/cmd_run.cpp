@@ -1,5 +1,6 @@
 // infinipot run: answer a prompt, or a question about a long document, on the device.
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -30,21 +31,44 @@ void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
 
 }  // namespace
 
+// --load-pot: the saved pot replaces the document and fixes the pot's settings.
+void check_load_pot(const RunOpts& o, bool have_prompt, bool have_file) {
+  if (have_prompt || have_file)
+    throw CLI::ValidationError("--load-pot answers about the document the pot was saved from: drop -p/-f");
+  if (o.question.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw CLI::ValidationError("--load-pot needs the question to answer: give -q QUESTION");
+  if (!o.save_pot.empty()) throw CLI::ValidationError("--load-pot and --save-pot together: the pot is already saved");
+  if (o.pot > 0 || o.keep || !o.policy.empty() || o.no_cr_rope || o.pool_given || o.nuc_given || o.heads_given ||
+      o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
+      o.ctx > 0)
+    throw CLI::ValidationError("--load-pot takes the pot's settings from the snapshot: drop --pot, --keep, --policy, "
+                               "--ctx and the --pot-* flags");
+}
+
 void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function<void(Engine&, const Answer&)>& after) {
-  if (have_prompt == have_file) throw std::invalid_argument("run needs exactly one of -p PROMPT or -f FILE");
+  if (!o.load_pot.empty()) check_load_pot(o, have_prompt, have_file);
+  else if (have_prompt == have_file) throw std::invalid_argument("run needs exactly one of -p PROMPT or -f FILE");
   if (o.n_predict <= 0) throw std::invalid_argument("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
+  const bool loading = !o.load_pot.empty();
   std::string user = have_file ? read_text_file(o.file, "document") : o.prompt;
   require_utf8(user, have_file ? "document '" + o.file + "'" : "prompt");
   require_utf8(o.question, "question");
   require_utf8(o.catalyst, "--catalyst text");
   require_utf8(o.watch, "--pot-watch text");
   require_utf8(o.oracle, "--pot-oracle text");
-  if (user.find_first_not_of(" \t\r\n") == std::string::npos)
+  if (!loading && user.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument(have_file ? "document '" + o.file + "' is empty" : "the prompt is empty");
-  const std::string policy = !o.policy.empty() ? o.policy : o.pot > 0 ? "infinipot" : "full";
+  const std::string policy = loading ? "infinipot" : !o.policy.empty() ? o.policy : o.pot > 0 ? "infinipot" : "full";
   const PolicyInfo& info = find_policy(policy);
   const bool use_pot = info.residency != Residency::FullCache;
-  if (use_pot && o.pot <= 0)
+  if (!o.save_pot.empty() && !use_pot)
+    throw CLI::ValidationError("--save-pot saves a memory pot: give --pot N (and a pot --policy)");
+  if (!o.save_pot.empty()) {  // checked before reading the document, not after
+    const std::string probe = o.save_pot + ".partial";
+    if (!std::ofstream(probe)) throw std::invalid_argument("--save-pot: cannot write '" + o.save_pot + "' (missing directory or no permission)");
+    std::remove(probe.c_str());
+  }
+  if (use_pot && o.pot <= 0 && !loading)
     throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
   if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || o.pool_given || o.nuc_given ||
                    o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
@@ -77,6 +101,8 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   ao.pot.params.per_layer = o.pot_layers == "per-layer";
   ao.pot.params.token_units = o.units == "token";
   if (o.catalyst_given) ao.catalyst = o.catalyst;
+  ao.save_pot = o.save_pot;
+  ao.load_pot = o.load_pot;
   ao.watch = o.watch;
   ao.oracle = o.oracle;
   ao.pot.device_select = o.select == "device";
@@ -88,7 +114,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
       std::fwrite(s.data(), 1, s.size(), stdout);
       std::fflush(stdout);
     };
-  if (!use_pot && !o.json) {
+  if (!use_pot && !o.json && !loading) {
     const int needed = static_cast<int>(engine.prompt_parts(o.system, user, o.question, o.raw).all().size()) + o.n_predict;
     if (needed > engine.config().n_ctx_train)
       std::fprintf(stderr, "note: %d tokens exceed the model's training context (%d); a full KV cache reads "
@@ -233,6 +259,10 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
   sub->add_option("--cap-rows", o->cap_rows, "Catalyst rows whose attention counts: question (not the template's "
                   "tail) or all")->capture_default_str()->check(CLI::IsMember({"question", "all"}))
       ->each([o](const std::string&) { o->cap_rows_given = true; });
+  sub->add_option("--save-pot", o->save_pot, "After reading the document, save the distilled pot to FILE (then answer "
+                  "as usual); `run --load-pot FILE -q ...` answers from it later");
+  sub->add_option("--load-pot", o->load_pot, "Answer -q QUESTION from a pot saved with --save-pot, without the document "
+                  "(same model; the pot's settings come from the file)");
   sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE)");
   sub->add_flag("--raw", o->raw, "Feed the text as is, without the chat template");
   sub->add_flag("--json", o->json, "Print one JSON object with the answer and the figures");

@@ -36,6 +36,7 @@ struct RunOpts {
   std::string watch;
   std::string oracle;
   std::string select = "device";
+  std::string save_pot, load_pot;  // pot snapshots
 };
 
 

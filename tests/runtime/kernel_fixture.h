@@ -37,27 +37,12 @@ inline std::unique_ptr<cl::Context> context_with_work_groups(int local) {
                              std::to_string(local));
 }
 
-// A context whose platforms/ data is {"default": {<default_values>}} (e.g. attention tiling).
-inline std::unique_ptr<cl::Context> context_with_tuning(const std::string& default_values) {
-  char path[] = "/tmp/infinipot-tuning-XXXXXX";
-  const int fd = mkstemp(path);
-  if (fd < 0) throw std::runtime_error("mkstemp failed");
-  const std::string json = "{\"default\": {" + default_values + "}}";
-  const bool written = write(fd, json.data(), json.size()) == ssize_t(json.size());
-  close(fd);
-  setenv("INFINIPOT_PLATFORMS_FILE", path, 1);
-  std::unique_ptr<cl::Context> ctx;
-  try {
-    if (written) ctx = std::make_unique<cl::Context>(cl::ContextOptions{});
-  } catch (...) {
-    unsetenv("INFINIPOT_PLATFORMS_FILE");
-    std::remove(path);
-    throw;
-  }
-  unsetenv("INFINIPOT_PLATFORMS_FILE");
-  std::remove(path);
-  if (!written) throw std::runtime_error("cannot write the tuning file " + std::string(path));
-  return ctx;
+// A context whose tuning takes these values over platforms/tuning.json's (e.g. attention
+// tiling): `"attention_tile_rows": 1, ...`, the inside of a JSON object.
+inline std::unique_ptr<cl::Context> context_with_tuning(const std::string& values) {
+  cl::ContextOptions co;
+  co.tuning_overrides = nlohmann::json::parse("{" + values + "}");
+  return std::make_unique<cl::Context>(co);
 }
 
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -1,0 +1,145 @@
+// MemoryPot's snapshots: its host records and the K/V of its filled slots out to a
+// PotSnapshot, and back into a freshly prepared pot of the same model and options.
+#include <cstring>
+
+#include "pot/memory_pot.h"
+#include "pot/policy_registry.h"
+
+namespace infinipot {
+
+nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
+  return {{"policy", o.policy},
+          {"capacity", o.capacity},
+          {"keep", o.keep},
+          {"cr_rope", o.cr_rope},
+          {"cap_question_rows", o.cap_question_rows},
+          {"params",
+           {{"nuc_ratio", o.params.nuc_ratio}, {"pool", o.params.pool}, {"pool_ahead", o.params.pool_ahead},
+            {"recent", o.params.recent}, {"per_head", o.params.per_head}, {"per_layer", o.params.per_layer},
+            {"token_units", o.params.token_units}}}};
+}
+
+PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
+  PotOptions o;
+  try {
+    o.policy = s.at("policy").get<std::string>();
+    (void)find_policy(o.policy);
+    o.capacity = s.at("capacity").get<int>();
+    o.keep = s.at("keep").get<int>();
+    o.cr_rope = s.at("cr_rope").get<bool>();
+    o.cap_question_rows = s.at("cap_question_rows").get<bool>();
+    const auto& p = s.at("params");
+    o.params.nuc_ratio = p.at("nuc_ratio").get<float>();
+    o.params.pool = p.at("pool").get<int>();
+    o.params.pool_ahead = p.at("pool_ahead").get<int>();
+    o.params.recent = p.at("recent").get<int>();
+    o.params.per_head = p.at("per_head").get<bool>();
+    o.params.per_layer = p.at("per_layer").get<bool>();
+    o.params.token_units = p.at("token_units").get<bool>();
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("the snapshot's pot settings are unreadable: ") + e.what());
+  }
+  if (o.capacity < 2 || o.keep < 1 || o.keep >= o.capacity || !(o.params.nuc_ratio >= 0 && o.params.nuc_ratio <= 1))
+    throw std::invalid_argument("the snapshot's pot settings are out of range (pot " + std::to_string(o.capacity) +
+                                ", keep " + std::to_string(o.keep) + ")");
+  return o;
+}
+
+PotSnapshot MemoryPot::capture(const std::vector<int>& tokens, const std::string& model_id) const {
+  if (decoding_) throw std::logic_error("MemoryPot::capture while decoding");
+  if (static_cast<int>(tokens.size()) != stream_pos_)
+    throw std::logic_error("MemoryPot::capture: " + std::to_string(tokens.size()) + " tokens for a pot that read " +
+                           std::to_string(stream_pos_));
+  PotSnapshot s;
+  s.model_id = model_id;
+  s.settings = settings_json(opts_);
+  s.n_layer = cfg_.n_layer;
+  s.n_head_kv = cfg_.n_head_kv;
+  s.head_dim = cfg_.head_dim;
+  s.capacity = opts_.capacity;
+  s.half = kv_.half();
+  s.size = kv_.size();
+  s.next_position = kv_.next_position();
+  s.pinned = pinned_;
+  s.stream_pos = stream_pos_;
+  s.last_token = last_token_;
+  s.last_unit = last_unit_;
+  s.pending_nuc = pending_nuc_;
+  s.cycles = stats_.cycles;
+  s.max_position = stats_.max_position;
+  s.tokens_read = stats_.tokens_read;
+  s.nuc = nuc_;
+  s.acc = acc_;
+  s.source = source_;
+  s.unit = unit_;
+  s.position = position_;
+  if (needs_.accumulated) {
+    s.mass.resize(mass_.bytes() / sizeof(float));
+    ctx_.read(mass_, s.mass.data(), mass_.bytes());
+  }
+  s.tokens = tokens;
+  // K/V of the filled slots: [n_head_kv][size][head_dim] per layer, keys then values.
+  const size_t elem = s.half ? 2 : 4, row = size_t(cfg_.head_dim) * elem;
+  const size_t head_bytes = size_t(s.capacity) * row, used = size_t(s.size) * row;
+  std::vector<uint8_t> layer(size_t(cfg_.n_head_kv) * head_bytes);
+  s.kv.reserve(s.kv_bytes());
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      const cl::Buffer& b = kv == 0 ? kv_.keys(l) : kv_.values(l);
+      ctx_.read(b, layer.data(), layer.size());
+      for (int h = 0; h < cfg_.n_head_kv; ++h)
+        s.kv.insert(s.kv.end(), layer.begin() + h * head_bytes, layer.begin() + h * head_bytes + used);
+    }
+  return s;
+}
+
+void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& catalyst, int question_rows) {
+  if (s.n_layer != cfg_.n_layer || s.n_head_kv != cfg_.n_head_kv || s.head_dim != cfg_.head_dim ||
+      s.capacity != opts_.capacity || s.half != kv_.half())
+    throw std::invalid_argument("the snapshot's shape (" + std::to_string(s.n_layer) + " layers, " +
+                                std::to_string(s.n_head_kv) + " KV heads, pot " + std::to_string(s.capacity) + ", " +
+                                (s.half ? "f16" : "f32") + ") does not match this pot (" +
+                                std::to_string(cfg_.n_layer) + " layers, " + std::to_string(cfg_.n_head_kv) +
+                                " KV heads, pot " + std::to_string(opts_.capacity) + ", " +
+                                (kv_.half() ? "f16" : "f32") + "): load it with the model and --kv-type it was saved with");
+  if (needs_.catalyst && catalyst.empty()) throw std::invalid_argument("the " + opts_.policy + " policy needs a catalyst prompt");
+  if ((needs_.accumulated && (s.acc.size() != acc_.size() || s.mass.size() * sizeof(float) != mass_.bytes())) ||
+      (!needs_.accumulated && (!s.acc.empty() || !s.mass.empty())))
+    throw std::invalid_argument("the snapshot's accumulated attention does not fit the " + opts_.policy + " policy");
+  if (s.pinned + static_cast<int>(catalyst.size()) + 2 > opts_.capacity)
+    throw std::invalid_argument("the pot cannot hold the pinned prefix plus the catalyst prompt");
+  kv_.reset();
+  decoding_ = false;
+  catalyst_ = catalyst;
+  question_rows_ = question_rows > 0 && opts_.cap_question_rows ? std::min<int>(question_rows, catalyst.size()) : 0;
+  pinned_ = s.pinned;
+  stream_pos_ = s.stream_pos;
+  last_token_ = s.last_token;
+  last_unit_ = s.last_unit;
+  pending_nuc_ = s.pending_nuc;
+  stats_ = {};
+  stats_.cycles = s.cycles;
+  stats_.max_position = s.max_position;
+  stats_.tokens_read = s.tokens_read;
+  nuc_ = s.nuc;
+  source_ = s.source;
+  unit_ = s.unit;
+  position_ = s.position;
+  if (needs_.accumulated) {
+    acc_ = s.acc;
+    ctx_.write(mass_, s.mass.data(), mass_.bytes());
+  }
+  const size_t elem = s.half ? 2 : 4, row = size_t(cfg_.head_dim) * elem;
+  const size_t head_bytes = size_t(s.capacity) * row, used = size_t(s.size) * row;
+  std::vector<uint8_t> layer(size_t(cfg_.n_head_kv) * head_bytes, 0);
+  size_t at = 0;
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int h = 0; h < cfg_.n_head_kv; ++h, at += used)
+        std::memcpy(layer.data() + h * head_bytes, s.kv.data() + at, used);
+      ctx_.write(kv == 0 ? kv_.keys(l) : kv_.values(l), layer.data(), layer.size());
+    }
+  kv_.set_size(s.size, s.next_position);
+}
+
+}  // namespace infinipot

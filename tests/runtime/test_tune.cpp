@@ -1,0 +1,92 @@
+// platforms/tuning.json as the one source of tuning defaults, and `infinipot tune` through the
+// real binary on a tiny model: it tries every key's candidates and CLBlast configurations,
+// writes the winners under this device's entry, and the program then picks that entry up.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model_loader/tiny_model.h"
+#include "runtime/context.h"
+#include "runtime/tuning.h"
+#include "tests/support/cli_process.h"
+#include "tests/support/gguf_test_util.h"
+
+namespace infinipot {
+namespace {
+
+using nlohmann::json;
+
+json committed_tuning() {
+  std::ifstream in(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/platforms/tuning.json");
+  return json::parse(in);
+}
+
+TEST(Tuning, TheJsonDefaultGivesEveryKey) {
+  const json d = committed_tuning()["default"];
+  for (const char* k : cl::kTuningKeys) EXPECT_TRUE(d.contains(k)) << k;
+  // And those are the values a device no entry matches gets (nothing else supplies defaults).
+  const cl::DeviceInfo unknown{};
+  const json t = cl::lookup_tuning(unknown).to_json();
+  for (const char* k : cl::kTuningKeys) EXPECT_EQ(t[k], d[k]) << k;
+}
+
+TEST(Tuning, AFileWhoseDefaultLacksAKeyIsRefusedNamingIt) {
+  test::TempDir dir;
+  json data = committed_tuning();
+  data["default"].erase("attention_key_tile");
+  const std::string path = dir.file("t.json");
+  std::ofstream(path) << data.dump();
+  setenv("INFINIPOT_PLATFORMS_FILE", path.c_str(), 1);
+  try {
+    (void)cl::lookup_tuning(cl::DeviceInfo{});
+    ADD_FAILURE() << "accepted a default without attention_key_tile";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("attention_key_tile"), std::string::npos) << e.what();
+  }
+  unsetenv("INFINIPOT_PLATFORMS_FILE");
+}
+
+TEST(Tuning, OverridesAreCheckedLikeTheFile) {
+  EXPECT_EQ(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_local", 8}}).matvec_local, 8);
+  EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_local", 0}}), std::exception);
+  EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"gemm_backend", "cublas"}}), std::exception);
+}
+
+TEST(Tune, WritesWinnersThatTheDeviceThenUses) {
+  test::TempDir dir;
+  TinyLlamaOptions o;
+  o.n_ctx = 1024;
+  const std::string model = dir.file("tiny.gguf"), platforms = dir.file("tuning.json");
+  write_tiny_llama(model, o);
+  std::ofstream(platforms) << committed_tuning().dump(2);
+  const auto r = test::run_infinipot({"tune", "-m", model, "--prefill", "64", "--decode", "4", "-r", "1", "--clblast",
+                                      "2", "--write", platforms, "--json"},
+                                     {{}, 900});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  const json out = json::parse(r.out);
+  for (const char* k : cl::kTuningKeys) EXPECT_TRUE(out["winners"].contains(k)) << k;
+  // Every key's candidates were tried (the current value is skipped), and both CLBlast configurations.
+  int clblast = 0, keys = 0;
+  for (const auto& t : out["tried"]) (t["key"] == "clblast.Xgemm" ? clblast : keys)++;
+  EXPECT_EQ(clblast, 2);
+  EXPECT_GE(keys, 2 + 3 + 4 + 3 + 7 + 7 - 6 - 1);
+  EXPECT_GT(out["before"]["prefill_s"].get<double>(), 0);
+  EXPECT_GT(out["after"]["decode_s"].get<double>(), 0);
+
+  // The file now has this device's entry, and a run reading that file matches it.
+  const json written = json::parse(std::ifstream(platforms));
+  const std::string vendor = out["entry"]["vendor"];
+  ASSERT_TRUE(written["vendors"][vendor]["devices"].is_object());
+  ASSERT_EQ(written["vendors"][vendor]["devices"].size(), 1u);
+  const auto entry = written["vendors"][vendor]["devices"].begin();
+  for (const char* k : cl::kTuningKeys) EXPECT_EQ(entry.value()[k], out["winners"][k]) << k;
+  EXPECT_NE(entry.value()["_measured"].get<std::string>().find("infinipot tune"), std::string::npos);
+  const auto d = test::run_infinipot({"devices", "--json"}, {{{"INFINIPOT_PLATFORMS_FILE", platforms}}, 60});
+  ASSERT_TRUE(test::succeeded(d)) << d.describe();
+  EXPECT_NE(d.out.find("\"device\": \"" + entry.key() + "\""), std::string::npos) << d.out;
+}
+
+}  // namespace
+}  // namespace infinipot
