@@ -133,7 +133,13 @@ const std::string& Engine::model_id() {
       h = fnv1a64(reinterpret_cast<const uint8_t*>(t.name.data()), t.name.size(), h);
       const uint64_t shape[2] = {static_cast<uint64_t>(t.type), t.n_bytes};
       h = fnv1a64(reinterpret_cast<const uint8_t*>(shape), sizeof shape, h);
-      h = fnv1a64(file_.tensor_data(t), t.n_bytes, h);
+      // Checked reads in slices (not the mapping: a truncated file is an error, not SIGBUS).
+      std::vector<uint8_t> slice(std::min<uint64_t>(t.n_bytes, 1 << 22));
+      for (uint64_t at = 0; at < t.n_bytes; at += slice.size()) {
+        const uint64_t n = std::min<uint64_t>(slice.size(), t.n_bytes - at);
+        file_.read_tensor(t, slice.data(), at, n);
+        h = fnv1a64(slice.data(), n, h);
+      }
     }
     char buf[64];
     std::snprintf(buf, sizeof buf, "%zu:%016llx", file_.file_size(), static_cast<unsigned long long>(h));

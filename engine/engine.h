@@ -131,6 +131,16 @@ class Engine {
   GenerateResult generate_restored(const PromptParts& prompt, const PotSnapshot& snap,
                                    const std::vector<TokenId>& catalyst, const GenerateOptions& opts,
                                    int question_rows = 0);
+  // Streaming reads (the C API's feed: the document arrives in pieces; engine/stream.cpp).
+  // stream_begin: a pot prepared with prepare_pot takes the chat prefix and the catalyst;
+  // stream_read: the next document tokens (the last one is held back until the next call or
+  // stream_answer, as the successor NuC scores it by); stream_answer: the held token, the
+  // question and the template's tail go in (distilling once if they need room), then
+  // sampling as generate() does.
+  void stream_begin(const std::vector<TokenId>& prefix, const std::vector<TokenId>& catalyst, int question_rows = 0);
+  void stream_read(const std::vector<TokenId>& tokens);
+  GenerateResult stream_answer(const std::vector<TokenId>& final_part, const GenerateOptions& opts);
+  int stream_tokens() const { return stream_read_; }
   // The model's identity for snapshots: file size and a 64-bit hash of every tensor's name,
   // type, shape and bytes (computed once).
   const std::string& model_id();
@@ -146,6 +156,8 @@ class Engine {
   void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
               GenerateResult& r);
   std::string model_id_;
+  TokenId stream_held_ = -1;  // the last document token fed, not yet read (see stream_read)
+  int stream_read_ = 0;       // prefix + document tokens fed so far
   std::unique_ptr<trace::Span> load_span_;  // the model's loading, in a trace (first member: starts first)
   EngineOptions opts_;
   gguf::GgufFile file_;

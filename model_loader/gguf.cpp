@@ -2,6 +2,8 @@
 // parsed metadata; tensor data is never copied. Parsing and validation live in gguf_parse.cpp.
 #include "model_loader/gguf.h"
 
+#include <cstring>
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -34,11 +36,13 @@ struct GgufFile::Impl {
   const uint8_t* data = nullptr;
   size_t size = 0;
   void* mapping = nullptr;  // non-null when we own an mmap of `size` bytes
+  int fd = -1;              // the open file (read_tensor's checked reads); -1 for from_memory
   detail::ParsedGguf parsed;
   std::unordered_map<std::string, size_t> tensor_index;
 
   ~Impl() {
     if (mapping != nullptr) munmap(mapping, size);
+    if (fd >= 0) ::close(fd);
   }
 
   [[noreturn]] void fail(const std::string& msg) const { throw GgufError(label + ": " + msg); }
@@ -126,7 +130,7 @@ GgufFile GgufFile::open(const std::string& path) {
     ::close(fd);
     throw e;
   }
-  ::close(fd);  // the mapping keeps the file alive
+  impl->fd = fd;  // kept for read_tensor: a read past a truncated end fails, a mapped one would SIGBUS
   impl->mapping = m;
   impl->data = static_cast<const uint8_t*>(m);
   impl->parse();
@@ -140,6 +144,28 @@ GgufFile GgufFile::from_memory(const uint8_t* data, size_t size, const std::stri
   impl->size = size;
   impl->parse();
   return GgufFile(std::move(impl));
+}
+
+void GgufFile::read_tensor(const TensorInfo& t, void* dst, uint64_t offset, uint64_t n) const {
+  if (offset > t.n_bytes || n > t.n_bytes - offset)
+    throw GgufError(impl_->label + ": read of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
+                    " is outside tensor '" + t.name + "' (" + std::to_string(t.n_bytes) + " bytes)");
+  const uint64_t at = impl_->parsed.data_offset + t.offset + offset;
+  if (impl_->fd < 0) {
+    std::memcpy(dst, impl_->data + at, n);
+    return;
+  }
+  auto* out = static_cast<uint8_t*>(dst);
+  uint64_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(impl_->fd, out + done, n - done, static_cast<off_t>(at + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      throw GgufError(impl_->label + ": reading tensor '" + t.name + "' failed (" +
+                      (r == 0 ? std::string("the file ends early") : std::string(std::strerror(errno))) +
+                      "): the model file was truncated or changed while in use; restore it and open it again");
+    done += static_cast<uint64_t>(r);
+  }
 }
 
 const std::string& GgufFile::path() const { return impl_->label; }

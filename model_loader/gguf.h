@@ -93,6 +93,11 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const;
   const TensorInfo* find_tensor(const std::string& name) const;  // nullptr if absent
   const uint8_t* tensor_data(const TensorInfo& t) const;          // pointer into the mapping
+  // Copies n bytes of a tensor from `offset` with checked reads of the file (pread), not
+  // through the mapping: a file truncated or replaced while in use gives a GgufError here,
+  // where touching the mapping would kill the process with SIGBUS. What the device upload
+  // and everything after open() use.
+  void read_tensor(const TensorInfo& t, void* dst, uint64_t offset, uint64_t n) const;
 
  private:
   struct Impl;

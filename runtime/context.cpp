@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -19,6 +20,34 @@ namespace {
 uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
+}
+
+// A cached program binary on disk: "IPKB" | u64 size | u64 FNV-1a of the bytes | the bytes.
+constexpr char kCacheMagic[4] = {'I', 'P', 'K', 'B'};
+
+uint64_t fnv1a_bytes(const unsigned char* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::vector<unsigned char> wrap_cached_binary(const std::vector<unsigned char>& bin) {
+  std::vector<unsigned char> out(kCacheMagic, kCacheMagic + 4);
+  const uint64_t n = bin.size(), h = fnv1a_bytes(bin.data(), bin.size());
+  out.insert(out.end(), reinterpret_cast<const unsigned char*>(&n), reinterpret_cast<const unsigned char*>(&n) + 8);
+  out.insert(out.end(), reinterpret_cast<const unsigned char*>(&h), reinterpret_cast<const unsigned char*>(&h) + 8);
+  out.insert(out.end(), bin.begin(), bin.end());
+  return out;
+}
+
+// The binary inside a cache file, or empty when the file is missing, truncated or altered.
+std::vector<unsigned char> unwrap_cached_binary(const std::vector<unsigned char>& file) {
+  if (file.size() < 20 || std::memcmp(file.data(), kCacheMagic, 4) != 0) return {};
+  uint64_t n = 0, h = 0;
+  std::memcpy(&n, file.data() + 4, 8);
+  std::memcpy(&h, file.data() + 12, 8);
+  if (n == 0 || n != file.size() - 20 || fnv1a_bytes(file.data() + 20, n) != h) return {};
+  return std::vector<unsigned char>(file.begin() + 20, file.end());
 }
 
 std::string cache_dir() {
@@ -98,7 +127,10 @@ cl_program Context::program(const std::string& file, const std::string& options)
   // Try the cached binary first: PoCL's first compile of a kernel file costs seconds.
   if (!bin_path.empty()) {
     std::ifstream in(bin_path, std::ios::binary);
-    std::vector<unsigned char> bin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::vector<unsigned char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Only an entry whose envelope checks out reaches the driver: some drivers (PoCL among
+    // them) crash on a truncated or garbled binary instead of refusing it.
+    const std::vector<unsigned char> bin = unwrap_cached_binary(file);
     if (!bin.empty()) {
       const unsigned char* ptr = bin.data();
       size_t len = bin.size();
@@ -124,7 +156,8 @@ cl_program Context::program(const std::string& file, const std::string& options)
           // Write to a temporary name and rename, so a crash never leaves a torn cache file.
           const std::string tmp = bin_path + ".tmp" + std::to_string(::getpid());
           std::ofstream out(tmp, std::ios::binary);
-          out.write(reinterpret_cast<const char*>(bin.data()), static_cast<std::streamsize>(size));
+          const std::vector<unsigned char> wrapped = wrap_cached_binary(bin);
+          out.write(reinterpret_cast<const char*>(wrapped.data()), static_cast<std::streamsize>(wrapped.size()));
           out.close();
           if (out) std::rename(tmp.c_str(), bin_path.c_str());
           else std::remove(tmp.c_str());

@@ -26,8 +26,11 @@ ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
   }
   w.buf = ctx.memory().alloc(cl::MemCategory::Weights, bytes, label);
   uint64_t offset = 0;
+  std::vector<uint8_t> staging;
   for (const auto* t : parts) {
-    ctx.write(w.buf, file.tensor_data(*t), t->n_bytes, offset);
+    staging.resize(t->n_bytes);
+    file.read_tensor(*t, staging.data(), 0, t->n_bytes);  // checked reads: a truncated file is an error
+    ctx.write(w.buf, staging.data(), t->n_bytes, offset);
     offset += t->n_bytes;
   }
   return w;
@@ -46,7 +49,9 @@ bool fusable(const std::vector<const gguf::TensorInfo*>& parts) {
 cl::Buffer upload_f32(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t) {
   const int64_t n = t.n_elements();
   std::vector<float> host(static_cast<size_t>(n));
-  quant::dequantize_row(t.type, file.tensor_data(t), host.data(), n);  // norms may be F16 in some files
+  std::vector<uint8_t> raw(t.n_bytes);
+  file.read_tensor(t, raw.data(), 0, t.n_bytes);
+  quant::dequantize_row(t.type, raw.data(), host.data(), n);  // norms may be F16 in some files
   cl::Buffer b = ctx.memory().alloc(cl::MemCategory::Weights, host.size() * sizeof(float), t.name);
   ctx.write(b, host.data(), host.size() * sizeof(float));
   return b;

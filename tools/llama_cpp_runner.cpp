@@ -1,7 +1,6 @@
 #include "tools/llama_cpp_runner.h"
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,21 +34,34 @@ std::string drain(int fd) {
   return s;
 }
 
-// Runs argv with stdout to a pipe and stderr to a temporary file (llama-bench prints little on
-// stdout and much on stderr; separate sinks cannot deadlock), and reaps it with wait4 for its
-// peak RSS.
+// The child's own peak RSS (VmHWM of its address space after exec), 0 once it is gone.
+// (wait4's ru_maxrss would not do: Linux carries the parent's high-water mark over fork and
+// exec into it, so a large parent makes every child look large.)
+long long vm_hwm_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  return 0;
+}
+
+// Runs argv with stdout and stderr to temporary files, polling the child's peak RSS until it
+// exits (the last sample is taken at most 20 ms before its end).
 Child run_child(const std::vector<std::string>& argv) {
   Child c;
-  int out_pipe[2];
-  if (pipe(out_pipe) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  FILE* out_file = std::tmpfile();
   FILE* err_file = std::tmpfile();
+  if (!out_file || !err_file) throw std::runtime_error("cannot create temporary files for llama-bench's output");
+  // Closed by a successful exec (O_CLOEXEC): when the parent reads EOF on it, the child is
+  // the new program and its VmHWM is its own.
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
-    dup2(out_pipe[1], STDOUT_FILENO);
-    if (err_file) dup2(fileno(err_file), STDERR_FILENO);
-    close(out_pipe[0]);
-    close(out_pipe[1]);
+    close(exec_pipe[0]);
+    dup2(fileno(out_file), STDOUT_FILENO);
+    dup2(fileno(err_file), STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     std::vector<char*> args;
@@ -59,17 +71,20 @@ Child run_child(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
   }
-  close(out_pipe[1]);
-  c.out = drain(out_pipe[0]);
-  close(out_pipe[0]);
-  rusage ru{};
-  while (wait4(pid, &c.status, 0, &ru) < 0 && errno == EINTR) {
+  close(exec_pipe[1]);
+  (void)drain(exec_pipe[0]);  // EOF: exec happened (or the child exited)
+  close(exec_pipe[0]);
+  for (;;) {
+    c.max_rss_bytes = std::max(c.max_rss_bytes, vm_hwm_of(pid));
+    const pid_t done = waitpid(pid, &c.status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) break;
+    usleep(20000);
   }
-  c.max_rss_bytes = static_cast<long long>(ru.ru_maxrss) * 1024;
-  if (err_file) {
-    std::rewind(err_file);
-    c.err = drain(fileno(err_file));
-    std::fclose(err_file);
+  for (auto [f, dst] : {std::pair{out_file, &c.out}, std::pair{err_file, &c.err}}) {
+    std::rewind(f);
+    *dst = drain(fileno(f));
+    std::fclose(f);
   }
   return c;
 }

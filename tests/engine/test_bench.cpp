@@ -147,6 +147,7 @@ TEST_F(Bench, VsLlamaCppReadsLlamaBenchJson) {
   // records (the real program's format, `-o json`), one speed for prefill, one for decode.
   const std::string bin = dir_.file("llama-bench");
   std::ofstream(bin) << "#!/bin/sh\n"
+                        "sleep 0.2\n"
                         "case \" $* \" in *\" -m " + model_ + " \"*) ;; *) echo 'no -m' >&2; exit 9;; esac\n"
                         "case \" $* \" in *\" -o json \"*) ;; *) echo 'no json' >&2; exit 9;; esac\n"
                         "case \" $* \" in *\" -d 700 \"*) echo '[{\"n_gen\": 4, \"avg_ts\": 50.0}]';;\n"
@@ -162,7 +163,10 @@ TEST_F(Bench, VsLlamaCppReadsLlamaBenchJson) {
   EXPECT_EQ((*theirs)["prefill_tok_s"], 1000.0);
   EXPECT_EQ((*theirs)["decode_tok_s"], 50.0);
   EXPECT_NEAR((*theirs)["ttft_s"].get<double>(), 0.7, 1e-9);
+  // Its own peak RSS: a shell script's few MiB, not this (much larger) process's.
   EXPECT_GT((*theirs)["host_peak_rss"].get<long long>(), 0);
+  EXPECT_LT((*theirs)["host_peak_rss"].get<long long>(), 64LL << 20);
+  EXPECT_GT((*ours)["host_peak_rss"].get<long long>(), 64LL << 20);
   EXPECT_NEAR((*ours)["prefill_vs_llama_cpp"].get<double>(), (*ours)["prefill_tok_s"].get<double>() / 1000.0, 1e-9);
 
   // A failing llama-bench is a row with its error, not a crash.

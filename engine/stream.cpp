@@ -1,0 +1,49 @@
+// Streaming a document through the pot as it arrives (Engine::stream_*): the pot reads each
+// piece at once, so the device never holds more than the pot, and the host keeps nothing of
+// the text but one held-back token.
+#include <chrono>
+
+#include "engine/engine.h"
+#include "runtime/cl_error.h"
+
+namespace infinipot {
+
+void Engine::stream_begin(const std::vector<TokenId>& prefix, const std::vector<TokenId>& catalyst, int question_rows) {
+  if (!pot_) throw cl::ClError("stream_begin: prepare_pot() was not called");
+  pot_->begin(prefix, catalyst, question_rows);
+  stream_held_ = -1;
+  stream_read_ = static_cast<int>(prefix.size());
+}
+
+void Engine::stream_read(const std::vector<TokenId>& tokens) {
+  if (!pot_) throw cl::ClError("stream_read: stream_begin() was not called");
+  if (tokens.empty()) return;
+  std::vector<TokenId> part;
+  part.reserve(tokens.size());
+  if (stream_held_ >= 0) part.push_back(stream_held_);
+  part.insert(part.end(), tokens.begin(), tokens.end() - 1);
+  stream_held_ = tokens.back();
+  // Room for the catalyst is always kept: how much more will come is unknown.
+  if (!part.empty()) pot_->read(part, stream_held_, pot_->options().capacity);
+  stream_read_ += static_cast<int>(tokens.size());
+}
+
+GenerateResult Engine::stream_answer(const std::vector<TokenId>& final_part, const GenerateOptions& opts) {
+  if (!pot_) throw cl::ClError("stream_answer: stream_begin() was not called");
+  if (final_part.empty()) throw std::invalid_argument("the question is empty");
+  if (opts.n_predict < 0) throw std::invalid_argument("n_predict must be >= 0");
+  GenerateResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<TokenId> rest;
+  if (stream_held_ >= 0) {
+    pot_->read({stream_held_}, final_part.front(), static_cast<int>(final_part.size()) + opts.n_predict);
+    stream_held_ = -1;
+  }
+  pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
+  r.prompt_tokens = stream_read_ + static_cast<int>(final_part.size());
+  r.prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  return r;
+}
+
+}  // namespace infinipot
