@@ -20,7 +20,13 @@ ls "$prefix"/lib/libinfinipot.* >/dev/null
 
 # A copy of examples/ outside the tree, so nothing but the prefix can be found.
 cp -r "$root/examples" "$tmp/examples"
-cmake -S "$tmp/examples" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+# A sanitizer build's library needs the sanitizer runtime in the executable too.
+san=()
+if grep -q "^INFINIPOT_SANITIZE:BOOL=ON" "$build/CMakeCache.txt" 2>/dev/null; then
+  san=(-DCMAKE_C_FLAGS=-fsanitize=address,undefined -DCMAKE_CXX_FLAGS=-fsanitize=address,undefined
+       -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
+fi
+cmake -S "$tmp/examples" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${san[@]}" >/dev/null
 cmake --build "$tmp/build" >/dev/null
 grep -q -- "-I$prefix/include\|-isystem $prefix/include" "$tmp/build/CMakeFiles/read_and_ask.dir/flags.make" || {
   echo "test-package: the example was not compiled against the installed header" >&2; exit 1; }

@@ -2,6 +2,7 @@
 """Plots `infinipot bench` rows against context length: peak memory (device bytes for
 infinipot, peak RSS for llama.cpp, which runs on the host), prefill tok/s and decode tok/s,
 one line per engine/policy/pot. Rows that did not fit the cap are marked on the memory panel.
+When files give the same series the same length, the later file's row is drawn (a rerun wins).
 
 Usage: tools/plot_bench.py ROWS.json [ROWS.json ...] OUT.png
 """
@@ -29,9 +30,12 @@ def main():
     for path in sys.argv[1:-1]:
         with open(path) as f:
             rows += json.load(f)
-    series = {}
+    latest = {}
     for r in rows:
-        series.setdefault(label(r), []).append(r)
+        latest[(label(r), r["ctx"])] = r
+    series = {}
+    for (name, _), r in latest.items():
+        series.setdefault(name, []).append(r)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     titles = ["peak memory (MiB)", "prefill (tok/s)", "decode (tok/s)"]
     for name, rs in sorted(series.items()):
