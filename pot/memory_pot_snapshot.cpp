@@ -135,7 +135,7 @@ void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& cataly
   size_t at = 0;
   for (int l = 0; l < cfg_.n_layer; ++l)
     for (int kv = 0; kv < 2; ++kv) {
-      for (int h = 0; h < cfg_.n_head_kv; ++h, at += used)
+      for (int h = 0; h < cfg_.n_head_kv && used > 0; ++h, at += used)
         std::memcpy(layer.data() + h * head_bytes, s.kv.data() + at, used);
       ctx_.write(kv == 0 ? kv_.keys(l) : kv_.values(l), layer.data(), layer.size());
     }

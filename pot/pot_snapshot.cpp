@@ -22,6 +22,7 @@ void put(std::vector<uint8_t>& out, const T& v) {
 
 template <typename T>
 void put_array(std::vector<uint8_t>& out, const std::vector<T>& v) {
+  if (v.empty()) return;
   const auto* p = reinterpret_cast<const uint8_t*>(v.data());
   out.insert(out.end(), p, p + v.size() * sizeof(T));
 }
@@ -184,14 +185,16 @@ PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string&
   if (24 + header_len + body + 8 != n)
     bad(what, "has " + std::to_string(n) + " bytes where its header describes " + std::to_string(24 + header_len + body + 8));
   const uint8_t* p = data + 24 + header_len;
+  // (memcpy only with a count: an empty vector's data() may be null, and memcpy's pointers
+  // must not be, even for zero bytes.)
   auto take_f = [&](std::vector<float>& v, size_t c) {
     v.resize(c);
-    std::memcpy(v.data(), p, c * 4);
+    if (c) std::memcpy(v.data(), p, c * 4);
     p += c * 4;
   };
   auto take_i = [&](std::vector<int>& v, size_t c) {
     v.resize(c);
-    std::memcpy(v.data(), p, c * 4);
+    if (c) std::memcpy(v.data(), p, c * 4);
     p += c * 4;
   };
   take_f(s.nuc, counts[0]);
