@@ -267,13 +267,14 @@ std::string PolicySpec::config() const {
   if (per_head) s += ":heads=per-head";
   if (per_layer) s += ":layers=per-layer";
   if (token_units) s += ":units=token";
+  if (alnum_units) s += ":units=alnum";
   if (cap_all_rows) s += ":cap_rows=all";
   if (oracle) s += ":oracle=1";
   return s;
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token:cap_rows=all:oracle=1, e.g. "
+  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:oracle=1, e.g. "
                             "--policy full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
@@ -322,13 +323,17 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         if (!parse_int(v, n) || n > 64) throw bad("a pooling reach in 0..64");
         p.ahead = static_cast<int>(n);
         p.pool_given = true;
-      } else if (k == "heads" || k == "layers" || k == "units" || k == "cap_rows" || k == "oracle") {
+      } else if (k == "units") {
+        if (v != "word" && v != "alnum" && v != "token") throw bad("word, alnum or token");
+        p.token_units = v == "token";
+        p.alnum_units = v == "alnum";
+      } else if (k == "heads" || k == "layers" || k == "cap_rows" || k == "oracle") {
         const std::map<std::string, std::pair<std::string, bool*>> choice = {
             {"heads", {"per-head", &p.per_head}},   {"layers", {"per-layer", &p.per_layer}},
-            {"units", {"token", &p.token_units}},   {"cap_rows", {"all", &p.cap_all_rows}},
+            {"cap_rows", {"all", &p.cap_all_rows}},
             {"oracle", {"1", &p.oracle}}};
         const auto& [on, field] = choice.at(k);
-        const std::string off = k == "heads" || k == "layers" ? "shared" : k == "units" ? "word" : k == "cap_rows" ? "question" : "0";
+        const std::string off = k == "heads" || k == "layers" ? "shared" : k == "cap_rows" ? "question" : "0";
         if (v != on && v != off) throw bad(on + " or " + off);
         *field = v == on;
       } else if (k == "nuc_ratio") {

@@ -98,7 +98,7 @@ struct PolicySpec {
   int recent = -1;         // -1: the policy's default
   int ahead = -1;          // pool_ahead; -1: the policy's default
   // Ablations of the span rule (pot/policy.h PolicyParams) and diagnostics:
-  bool per_head = false, per_layer = false, token_units = false;
+  bool per_head = false, per_layer = false, token_units = false, alnum_units = false;
   bool cap_all_rows = false;  // CaP from every catalyst row, not just the question's
   bool oracle = false;        // the pot keeps the needle whatever the policy chooses (diagnostics)
   // Which settings the entry itself gave (not --pot/--keep): a setting the policy does not

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "pot/policy_registry.h"
+#include "pot/word_runs.h"
 #include "runtime/cl_error.h"
 
 namespace infinipot {
@@ -122,15 +123,9 @@ MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const Llam
   source_.assign(slots, -1);
   unit_.assign(slots, -1);
   position_.assign(slots, 0);
-  // A token continues the word or number before it when it starts with a letter or digit and
-  // the token before ends with one (no space between): "2" "9" "7" "7" "2", " Rem" "ember".
-  auto word_byte = [](unsigned char c) { return std::isalnum(c) || c >= 0x80; };
+  // A token continues the run before it by the rule of pot/word_runs.h.
   token_edges_.assign(tokenizer.n_vocab(), 0);
-  for (int id = 0; id < tokenizer.n_vocab(); ++id) {
-    const std::string t = tokenizer.decode_token(id);
-    if (t.empty()) continue;
-    token_edges_[id] = (word_byte(t.front()) ? 1 : 0) | (word_byte(t.back()) ? 2 : 0);
-  }
+  for (int id = 0; id < tokenizer.n_vocab(); ++id) token_edges_[id] = token_edges(tokenizer.decode_token(id));
 }
 
 MemoryPot::~MemoryPot() = default;
@@ -189,8 +184,8 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
   std::vector<int> unit(n);
   for (int r = 0; r < n; ++r) {
     const TokenId t = tokens[from + r];
-    const bool joins = last_token_ >= 0 && t >= 0 && size_t(t) < token_edges_.size() && (token_edges_[t] & 1) &&
-                       (token_edges_[last_token_] & 2);
+    const bool joins = last_token_ >= 0 && t >= 0 && size_t(t) < token_edges_.size() &&
+                       joins_run(token_edges_[last_token_], token_edges_[t], opts_.params.alnum_units);
     unit[r] = joins ? (r > 0 ? unit[r - 1] : last_unit_) : stream_pos_ + r;
     last_token_ = t;
     last_unit_ = unit[r];

@@ -148,7 +148,7 @@ class MemoryPot {
   // Device copies the choice reads, [n_layer][n_kv_heads][capacity]: novelty, word runs,
   // H2O's carried sums (uploaded once per cycle), and the survivors it writes.
   cl::Buffer nuc_dev_, unit_dev_, acc_dev_, survivors_dev_;
-  std::vector<unsigned char> token_edges_;  // per vocabulary id: bit 0 starts with a letter/digit, bit 1 ends with one
+  std::vector<unsigned char> token_edges_;  // per vocabulary id: how its text starts and ends (letter/digit, punctuation, spaces only)
   int pinned_ = 0;
   int stream_pos_ = 0;   // stream index of the next token read
   bool decoding_ = false;  // append() is evaluating an answer token

@@ -16,7 +16,7 @@ nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
           {"params",
            {{"nuc_ratio", o.params.nuc_ratio}, {"pool", o.params.pool}, {"pool_ahead", o.params.pool_ahead},
             {"recent", o.params.recent}, {"per_head", o.params.per_head}, {"per_layer", o.params.per_layer},
-            {"token_units", o.params.token_units}}}};
+            {"token_units", o.params.token_units}, {"alnum_units", o.params.alnum_units}}}};
 }
 
 PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
@@ -36,6 +36,8 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
     o.params.per_head = p.at("per_head").get<bool>();
     o.params.per_layer = p.at("per_layer").get<bool>();
     o.params.token_units = p.at("token_units").get<bool>();
+    // Snapshots written before the key existed read runs as letters and digits only.
+    o.params.alnum_units = p.contains("alnum_units") ? p.at("alnum_units").get<bool>() : true;
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("the snapshot's pot settings are unreadable: ") + e.what());
   }

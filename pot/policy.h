@@ -34,6 +34,9 @@ struct PolicyParams {
   bool per_head = false;   // each KV head chooses its own entries (the paper) instead of the layer's heads together
   bool per_layer = false;  // each layer chooses its own entries instead of one choice for every layer
   bool token_units = false;  // choose single tokens: do not keep a word or digit run whole
+  // Runs of letters and digits only: a number's leading space token and the punctuation
+  // after it are units of their own (the rule before 2026-11-25; an ablation now).
+  bool alnum_units = false;
 };
 
 // The measurements at one distillation. Arrays are [n_layers][n_heads][stride]; a need the

@@ -114,7 +114,7 @@ void nih_command(const NihOpts& o) {
       const struct { bool given; unsigned bit; const char* key; } keys[] = {
           {s.nuc_ratio_given, kParamNucRatio, "nuc_ratio"}, {s.pool_given, kParamPool, "pool"},
           {s.recent_given, kParamRecent, "recent"},         {s.per_head, kParamPerHead, "heads"},
-          {s.per_layer, kParamPerLayer, "layers"},          {s.token_units, kParamUnits, "units"},
+          {s.per_layer, kParamPerLayer, "layers"},          {s.token_units || s.alnum_units, kParamUnits, "units"},
           {s.cap_all_rows, kParamCatalyst, "cap_rows"}};
       for (const auto& k : keys)
         if (k.given && !(info.params & k.bit))
@@ -243,6 +243,7 @@ void nih_command(const NihOpts& o) {
       ao.pot.params.per_head = s.per_head;
       ao.pot.params.per_layer = s.per_layer;
       ao.pot.params.token_units = s.token_units;
+      ao.pot.params.alnum_units = s.alnum_units;
       ao.pot.cap_question_rows = !s.cap_all_rows;
       if (s.oracle) ao.oracle = key;
       if (s.uses_pot()) ao.watch = key;
@@ -324,7 +325,8 @@ void add_nih_command(CLI::App& app) {
   auto o = std::make_shared<NihOpts>();
   sub->add_option("-m,--model", o->model, "GGUF model file");
   sub->add_option("--policy", o->policies, "Comma list of KV policies, each NAME or NAME:pot=N:keep=K:nuc_ratio=A:"
-                  "pool=P:recent=R (" + policy_names(", ") + ")")->capture_default_str();
+                  "pool=P:ahead=F:recent=R:units=word|alnum|token:... (" + policy_names(", ") +
+                  "; every setting: the error message of a wrong one)")->capture_default_str();
   sub->add_option("--pot", o->pot, "Pot size (KV entries) for entries that give no pot=N")->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   sub->add_option("--keep", o->keep, "Entries kept at a distillation for entries that give no keep=K (0: pot / 2)")

@@ -4,7 +4,8 @@
 //   * spans, not tokens: an entry takes the best score within `pool` entries before it and
 //     `pool_ahead` after it, widened to its whole word or digit run. SmolLM2 writes a number
 //     one digit per token; the question attends to "pass key is", and the digits after it
-//     must come along, all of them;
+//     must come along, all of them, and the "." after them, or a model copying the number
+//     cannot tell where it ends (pot/word_runs.h);
 //   * one choice for every layer and KV head: a digit kept in some layers but not in the
 //     layers that copy it is lost, so the scores are summed over layers and heads;
 //   * a recent window: the newest entries stay, so reading on has its local context.
