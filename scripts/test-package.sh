@@ -26,7 +26,12 @@ if grep -q "^INFINIPOT_SANITIZE:BOOL=ON" "$build/CMakeCache.txt" 2>/dev/null; th
   san=(-DCMAKE_C_FLAGS=-fsanitize=address,undefined -DCMAKE_CXX_FLAGS=-fsanitize=address,undefined
        -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined)
 fi
-cmake -S "$tmp/examples" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${san[@]}" >/dev/null
+# A cross build (scripts/test-aarch64.sh): the example is cross-built too, and run through
+# the emulator in INFINIPOT_TEST_EMULATOR.
+cross=()
+toolchain=$(sed -n 's/^CMAKE_TOOLCHAIN_FILE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+[ -n "$toolchain" ] && cross=(-DCMAKE_TOOLCHAIN_FILE="$toolchain")
+cmake -S "$tmp/examples" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${san[@]}" "${cross[@]}" >/dev/null
 cmake --build "$tmp/build" >/dev/null
 grep -q -- "-I$prefix/include\|-isystem $prefix/include" "$tmp/build/CMakeFiles/read_and_ask.dir/flags.make" || {
   echo "test-package: the example was not compiled against the installed header" >&2; exit 1; }
@@ -39,7 +44,7 @@ cc -std=c89 -pedantic -Wall -Wextra -Werror $flags -c "$tmp/examples/read_and_as
 doc=$tmp/doc.txt
 for i in $(seq 1 40); do echo "Line $i of the log: the vault code is 5831, and the gate opens at noon."; done > "$doc"
 LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  "$tmp/build/read_and_ask" "$model" "$doc" "What is the vault code?" 320 64 >"$tmp/out" 2>"$tmp/err" || {
+  ${toolchain:+${INFINIPOT_TEST_EMULATOR:-}} "$tmp/build/read_and_ask" "$model" "$doc" "What is the vault code?" 320 64 >"$tmp/out" 2>"$tmp/err" || {
   echo "test-package: read_and_ask failed:" >&2; cat "$tmp/err" >&2; exit 1; }
 grep -q "distillations" "$tmp/err" || { echo "test-package: no figures from read_and_ask" >&2; cat "$tmp/err" >&2; exit 1; }
 n=$(sed -n 's/.* generated, \([0-9]*\) distillations.*/\1/p' "$tmp/err")

@@ -201,6 +201,7 @@ std::string run_on_terminal(const std::vector<std::string>& args) {
     if (devnull) dup2(fileno(devnull), STDOUT_FILENO);
     std::vector<std::string> all = {INFINIPOT_BIN_PATH};
     all.insert(all.end(), args.begin(), args.end());
+    all = test::with_emulator(all);
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <stdexcept>
@@ -46,6 +47,17 @@ bool drain(int fd, std::string& sink) {
   return n < 0 && (errno == EINTR || errno == EAGAIN);
 }
 
+// The ELF machine of a file (0 if it is not an ELF file).
+unsigned elf_machine(const std::string& path) {
+  unsigned char h[20] = {};
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = ::read(fd, h, sizeof h);
+  ::close(fd);
+  if (n < 20 || std::memcmp(h, "\x7f" "ELF", 4) != 0) return 0;
+  return h[18] | (h[19] << 8);
+}
+
 std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
 // A sanitizer report in the child (the binary may be built with ASan/UBSan, see
@@ -68,8 +80,29 @@ std::string ProcResult::describe() const {
          "\n--- stdout:\n" + tail(out, 2000);
 }
 
-ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& opts) {
-  if (argv.empty()) throw std::invalid_argument("run_process: empty argv");
+std::vector<std::string> with_emulator(const std::vector<std::string>& argv) {
+  const char* emu = std::getenv("INFINIPOT_TEST_EMULATOR");
+  if (emu == nullptr || *emu == '\0' || argv.empty()) return argv;
+  const unsigned m = elf_machine(argv[0]);
+  if (m == 0 || m != elf_machine("/proc/self/exe")) return argv;
+  std::vector<std::string> out;
+  std::string word;
+  for (const char* c = emu;; ++c) {
+    if (*c == ' ' || *c == '\0') {
+      if (!word.empty()) out.push_back(word);
+      word.clear();
+      if (*c == '\0') break;
+    } else {
+      word += *c;
+    }
+  }
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+ProcResult run_process(const std::vector<std::string>& given_argv, const ProcOptions& opts) {
+  if (given_argv.empty()) throw std::invalid_argument("run_process: empty argv");
+  const std::vector<std::string> argv = with_emulator(given_argv);
   ProcResult r;
   for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
 

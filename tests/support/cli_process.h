@@ -31,7 +31,13 @@ struct ProcOptions {
   double timeout_s = 120;
 };
 
-// Runs argv[0] (a path, not searched in PATH) with stdin from /dev/null.
+// argv, behind the emulator in INFINIPOT_TEST_EMULATOR ("qemu-aarch64 -L ROOT") when argv[0]
+// is an executable built for this test's own architecture: the cross-built suite runs under
+// qemu-user without binfmt (scripts/test-aarch64.sh), so its children need it spelled out.
+std::vector<std::string> with_emulator(const std::vector<std::string>& argv);
+
+// Runs argv[0] (a path, not searched in PATH; behind the emulator, see with_emulator) with
+// stdin from /dev/null.
 ProcResult run_process(const std::vector<std::string>& argv, const ProcOptions& opts = {});
 
 // A run that failed the way a user error should: it exited by itself (no signal, no
