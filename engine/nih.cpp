@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "engine/nih_text.h"
+
 namespace infinipot::nih {
 
 const char* const kTaskLine =
@@ -27,61 +29,7 @@ std::string needle(const std::string& key) {
   return "The pass key is " + key + ". Remember it. " + key + " is the pass key.";
 }
 
-namespace {
-
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-bool is_closer(char c) { return c == '\'' || c == '"' || c == ')' || c == ']'; }
-
-// Whether s[..e) ends a sentence: ".", "!" or "?", maybe followed by closing quotes/brackets.
-bool ends_sentence(const std::string& s, size_t e) {
-  while (e > 0 && is_closer(s[e - 1])) --e;
-  return e > 0 && (s[e - 1] == '.' || s[e - 1] == '!' || s[e - 1] == '?');
-}
-
-std::string trim(const std::string& s) {
-  size_t a = 0, b = s.size();
-  while (a < b && is_space(s[a])) ++a;
-  while (b > a && is_space(s[b - 1])) --b;
-  return s.substr(a, b - a);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-std::string fmt_g(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-bool parse_int(const std::string& s, long long& out) {
-  if (s.empty() || s.size() > 18) return false;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  out = std::stoll(s);
-  return true;
-}
-
-}  // namespace
+using namespace text;
 
 Haystack passkey_haystack() { return {"passkey", kTaskLine, kFiller, " "}; }
 
@@ -178,47 +126,80 @@ DocumentBuilder::Cut DocumentBuilder::cut_for(int body_tokens, int tolerance) {
   return best;
 }
 
+int DocumentBuilder::tokens(const std::string& text) { return count(text); }
+
 Document DocumentBuilder::build(int target_tokens, double depth, const std::string& key) {
+  Document d = build(target_tokens, {{depth, needle(key)}});
+  d.key = key;
+  return d;
+}
+
+Document DocumentBuilder::build(int target_tokens, const std::vector<Insert>& inserts) {
   if (target_tokens < 1) throw std::invalid_argument("a document needs at least 1 token, got " + std::to_string(target_tokens));
-  if (!(depth >= 0.0 && depth <= 1.0)) throw std::invalid_argument("depth must be in [0, 1], got " + fmt_g(depth));
-  const std::string nd = needle(key);
-  const int needle_tokens = count(nd);
+  if (inserts.empty()) throw std::invalid_argument("a document needs at least one needle");
+  int insert_tokens = 0;
+  for (const Insert& in : inserts) {
+    if (!(in.depth >= 0.0 && in.depth <= 1.0)) throw std::invalid_argument("depth must be in [0, 1], got " + fmt_g(in.depth));
+    insert_tokens += count(in.text);
+  }
   const int tol_doc = std::max(1, static_cast<int>(target_tokens * 0.01));
   const int tol_body = std::max(1, tol_doc / 2);
   const size_t region = h_.opening.empty() ? 0 : h_.opening.size() + 1;
 
   Document d;
-  d.key = key;
   d.target = target_tokens;
-  int body_target = std::max(1, target_tokens - needle_tokens);
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  int body_target = std::max(1, target_tokens - insert_tokens);
+  // Three tries: each one corrects the body by what the joints around the needles cost.
+  for (int attempt = 0; attempt < 3; ++attempt) {
     const Cut cut = cut_for(body_target, tol_body);
     const std::string body = stream(cut.chars).substr(0, cut.chars);
     const size_t rs = std::min(region, body.size());
-    // Sentence starts in the filler (and its two ends); the one nearest the depth wins.
-    const double aim = rs + depth * double(body.size() - rs);
-    size_t at = rs;
-    double best = std::abs(aim - double(rs));
-    auto consider = [&](size_t p) {
-      if (std::abs(aim - double(p)) < best) best = std::abs(aim - double(p)), at = p;
-    };
+    // Where a needle may go: the filler's start, its sentence (or paragraph) starts, its end.
+    std::vector<size_t> starts = {rs};
     for (size_t p = rs + 1; p < body.size(); ++p)
       if (!is_space(body[p]) && is_space(body[p - 1])) {
         size_t q = p - 1;
         while (q > rs && is_space(body[q - 1])) --q;
         const bool paragraph = body.compare(q, 2, "\n\n") == 0;
-        if (paragraph || ends_sentence(body, q)) consider(p);
+        if (paragraph || ends_sentence(body, q)) starts.push_back(p);
       }
-    consider(body.size());
-    std::string before = body.substr(0, at);
-    const std::string after = body.substr(at);
-    if (!before.empty() && !is_space(before.back())) before += ' ';
-    d.needle_at = before.size();
-    d.text = before + nd + (after.empty() ? "" : " ") + after;
-    d.needle_depth = body.size() > rs ? double(at - rs) / double(body.size() - rs) : 0.0;
+    if (starts.back() != body.size()) starts.push_back(body.size());
+    // Each needle at the start nearest its depth (a tie goes to the earlier one).
+    std::vector<size_t> at(inserts.size());
+    for (size_t i = 0; i < inserts.size(); ++i) {
+      const double aim = rs + inserts[i].depth * double(body.size() - rs);
+      auto it = std::lower_bound(starts.begin(), starts.end(), aim, [](size_t p, double v) { return double(p) < v; });
+      if (it == starts.end() || (it != starts.begin() && aim - double(*(it - 1)) <= double(*it) - aim)) --it;
+      at[i] = *it;
+    }
+    // Needles that meet at one start go in the order given (a variable chain stays in order).
+    std::vector<size_t> order(inserts.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return at[x] < at[y]; });
+    std::string out;
+    out.reserve(body.size() + 64 * inserts.size());
+    d.inserts_at.assign(inserts.size(), 0);
+    size_t prev = 0;
+    for (size_t i : order) {
+      if (at[i] > prev) {
+        if (!out.empty() && !is_space(out.back())) out += ' ';
+        out.append(body, prev, at[i] - prev);
+        prev = at[i];
+      }
+      if (!out.empty() && !is_space(out.back())) out += ' ';
+      d.inserts_at[i] = out.size();
+      out += inserts[i].text;
+    }
+    if (prev < body.size()) {
+      if (!out.empty() && !is_space(out.back())) out += ' ';
+      out.append(body, prev, std::string::npos);
+    }
+    d.text = std::move(out);
+    d.needle_at = d.inserts_at[0];
+    d.needle_depth = body.size() > rs ? double(at[0] - rs) / double(body.size() - rs) : 0.0;
     d.tokens = count(d.text);
     if (std::abs(d.tokens - target_tokens) <= tol_doc) break;
-    body_target = std::max(1, body_target - (d.tokens - target_tokens));  // the needle's joints were off: once more
+    body_target = std::max(1, body_target - (d.tokens - target_tokens));  // the needles' joints were off: once more
   }
   return d;
 }
@@ -411,231 +392,6 @@ std::vector<std::string> parse_names(const std::string& list, const std::string&
     if (std::find(out.begin(), out.end(), e) != out.end())
       throw std::invalid_argument(flag + " lists '" + e + "' twice; drop one");
     out.push_back(e);
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------
-// Results
-
-std::string trial_id(const std::string& config, const std::string& haystack, int length, double depth, int trial,
-                     uint64_t seed) {
-  return config + "\t" + haystack + "\t" + std::to_string(length) + "\t" + fmt_g(depth) + "\t" +
-         std::to_string(trial) + "\t" + std::to_string(seed);
-}
-
-std::string trial_id(const nlohmann::json& r) {
-  try {
-    if (!r.is_object()) return "";
-    return trial_id(r.at("config").get<std::string>(), r.at("haystack").get<std::string>(), r.at("length").get<int>(),
-                    r.at("depth").get<double>(), r.at("trial").get<int>(), r.at("seed").get<uint64_t>());
-  } catch (const nlohmann::json::exception&) {
-    return "";
-  }
-}
-
-Results load_results(const std::string& path, bool repair) {
-  Results res;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return res;
-  if (std::filesystem::is_directory(path, ec))
-    throw std::invalid_argument("results file '" + path + "' is a directory; give --out a file name");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("results file '" + path + "' cannot be read (permissions?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string all = ss.str();
-  in.close();
-
-  struct Line {
-    size_t begin, end;
-  };
-  std::vector<Line> lines;
-  for (size_t b = 0; b < all.size();) {
-    size_t e = all.find('\n', b);
-    if (e == std::string::npos) e = all.size();
-    if (!trim(all.substr(b, e - b)).empty()) lines.push_back({b, e});
-    b = e + 1;
-  }
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string text = all.substr(lines[i].begin, lines[i].end - lines[i].begin);
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      const size_t line_no = std::count(all.begin(), all.begin() + lines[i].begin, '\n') + 1;
-      if (i + 1 < lines.size())
-        throw std::invalid_argument("results file '" + path + "': line " + std::to_string(line_no) +
-                                    " is not a JSON record; fix or remove that line, or give --out another file");
-      res.warnings.push_back("results file '" + path + "': the last line (line " + std::to_string(line_no) + ", " +
-                             std::to_string(text.size()) + " bytes) is not a complete record (a run stopped while "
-                             "writing it?); " + (repair ? "dropped it" : "ignored it"));
-      if (repair) std::filesystem::resize_file(path, lines[i].begin);
-      break;
-    }
-    res.records.push_back(std::move(j));
-    const nlohmann::json& r = res.records.back();
-    const std::string id = trial_id(r);
-    if (!id.empty() && !r.contains("error")) res.done[id] = res.records.size() - 1;
-  }
-  return res;
-}
-
-void append_result(const std::string& path, const nlohmann::json& record) {
-  bool need_newline = false;
-  {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (in && in.tellg() > 0) {
-      in.seekg(-1, std::ios::end);
-      need_newline = in.get() != '\n';
-    }
-  }
-  FILE* f = std::fopen(path.c_str(), "ab");
-  if (!f) throw std::runtime_error("cannot append to results file '" + path + "' (does its folder exist?)");
-  const std::string line = (need_newline ? "\n" : "") +
-                           record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fflush(f) == 0;
-  std::fclose(f);
-  if (!ok) throw std::runtime_error("writing to results file '" + path + "' failed (disk full?)");
-}
-
-std::vector<nlohmann::json> latest_records(const std::vector<nlohmann::json>& records) {
-  std::vector<nlohmann::json> out;
-  std::map<std::string, size_t> at;
-  for (const auto& r : records) {
-    const std::string id = trial_id(r);
-    if (id.empty()) continue;
-    auto it = at.find(id);
-    if (it == at.end()) {
-      at[id] = out.size();
-      out.push_back(r);
-    } else if (!r.contains("error") || out[it->second].contains("error")) {
-      out[it->second] = r;  // an answer is never replaced by a later error
-    }
-  }
-  return out;
-}
-
-namespace {
-
-struct Tally {
-  int found = 0, total = 0, errors = 0;
-};
-
-struct Summary {
-  std::vector<std::string> haystacks;
-  std::map<std::string, std::vector<std::string>> configs;  // per haystack, first-seen order
-  std::map<std::string, std::set<int>> lengths;
-  std::map<std::string, std::set<double>> depths;
-  std::map<std::tuple<std::string, std::string, int>, Tally> by_length;
-  std::map<std::tuple<std::string, std::string, int, double>, Tally> by_depth;
-  std::map<std::pair<std::string, std::string>, Tally> by_config;
-};
-
-Summary summarize(const std::vector<nlohmann::json>& records) {
-  Summary s;
-  for (const auto& r : latest_records(records)) {
-    const std::string hay = r["haystack"].get<std::string>(), config = r["config"].get<std::string>();
-    const int length = r["length"].get<int>();
-    const double depth = r["depth"].get<double>();
-    if (std::find(s.haystacks.begin(), s.haystacks.end(), hay) == s.haystacks.end()) s.haystacks.push_back(hay);
-    auto& cs = s.configs[hay];
-    if (std::find(cs.begin(), cs.end(), config) == cs.end()) cs.push_back(config);
-    s.lengths[hay].insert(length);
-    s.depths[hay].insert(depth);
-    const bool error = r.contains("error");
-    const bool found = !error && r.value("found", false);
-    for (Tally* t : {&s.by_length[{hay, config, length}], &s.by_depth[{hay, config, length, depth}],
-                     &s.by_config[{hay, config}]}) {
-      t->errors += error;
-      t->total += !error;
-      t->found += found;
-    }
-  }
-  return s;
-}
-
-std::string cell(const Tally& t) {
-  if (t.total == 0 && t.errors == 0) return "";
-  if (t.total == 0) return "error (" + std::to_string(t.errors) + ")";
-  const int pct = static_cast<int>(std::lround(100.0 * t.found / t.total));
-  std::string s = std::to_string(t.found) + "/" + std::to_string(t.total) + " (" + std::to_string(pct) + "%)";
-  if (t.errors) s += " +" + std::to_string(t.errors) + " err";
-  return s;
-}
-
-nlohmann::json tally_json(const Tally& t) { return {{"found", t.found}, {"total", t.total}, {"errors", t.errors}}; }
-
-}  // namespace
-
-std::string render_tables(const std::vector<nlohmann::json>& records) {
-  const Summary s = summarize(records);
-  if (s.haystacks.empty()) return "no results yet\n";
-  std::ostringstream o;
-  for (const std::string& hay : s.haystacks) {
-    const auto& lengths = s.lengths.at(hay);
-    const auto& depths = s.depths.at(hay);
-    o << "### " << hay << ": pass key found, by length (tokens)\n\n| config |";
-    for (int l : lengths) o << " " << l << " |";
-    o << " all |\n|---|";
-    for (size_t i = 0; i <= lengths.size(); ++i) o << "---:|";
-    o << "\n";
-    for (const std::string& c : s.configs.at(hay)) {
-      o << "| " << c << " |";
-      for (int l : lengths) {
-        auto it = s.by_length.find({hay, c, l});
-        o << " " << (it == s.by_length.end() ? "" : cell(it->second)) << " |";
-      }
-      o << " " << cell(s.by_config.at({hay, c})) << " |\n";
-    }
-    o << "\n### " << hay << ": by depth\n\n| config | length |";
-    for (double d : depths) o << " " << fmt_g(d) << " |";
-    o << "\n|---|---:|";
-    for (size_t i = 0; i < depths.size(); ++i) o << "---:|";
-    o << "\n";
-    for (const std::string& c : s.configs.at(hay))
-      for (int l : lengths) {
-        if (!s.by_length.count({hay, c, l})) continue;
-        o << "| " << c << " | " << l << " |";
-        for (double d : depths) {
-          auto it = s.by_depth.find({hay, c, l, d});
-          o << " " << (it == s.by_depth.end() ? "" : cell(it->second)) << " |";
-        }
-        o << "\n";
-      }
-    o << "\n";
-  }
-  return o.str();
-}
-
-nlohmann::json summary_json(const std::vector<nlohmann::json>& records) {
-  const Summary s = summarize(records);
-  nlohmann::json out = {{"haystacks", nlohmann::json::object()}};
-  for (const std::string& hay : s.haystacks) {
-    nlohmann::json h = {{"by_config", nlohmann::json::array()},
-                        {"by_length", nlohmann::json::array()},
-                        {"by_depth", nlohmann::json::array()}};
-    for (const std::string& c : s.configs.at(hay)) {
-      nlohmann::json t = tally_json(s.by_config.at({hay, c}));
-      t["config"] = c;
-      h["by_config"].push_back(t);
-      for (int l : s.lengths.at(hay)) {
-        auto it = s.by_length.find({hay, c, l});
-        if (it == s.by_length.end()) continue;
-        nlohmann::json tl = tally_json(it->second);
-        tl["config"] = c;
-        tl["length"] = l;
-        h["by_length"].push_back(tl);
-        for (double d : s.depths.at(hay)) {
-          auto jt = s.by_depth.find({hay, c, l, d});
-          if (jt == s.by_depth.end()) continue;
-          nlohmann::json td = tally_json(jt->second);
-          td["config"] = c;
-          td["length"] = l;
-          td["depth"] = d;
-          h["by_depth"].push_back(td);
-        }
-      }
-    }
-    out["haystacks"][hay] = h;
   }
   return out;
 }

@@ -38,11 +38,18 @@ using CountTokens = std::function<int(const std::string&)>;
 
 struct Document {
   std::string text;
-  std::string key;
+  std::string key;       // the pass key (build with a key only)
   int target = 0;        // tokens asked for
   int tokens = 0;        // tokens it has (within 1% of target unless the target is tiny)
   size_t needle_at = 0;  // byte offset of the needle in text
   double needle_depth = 0;  // needle_at as a share of the text after the opening
+  std::vector<size_t> inserts_at;  // byte offset of each needle, in the order they were given
+};
+
+// A sentence to hide in a haystack at a depth (0: right after the opening, 1: at the end).
+struct Insert {
+  double depth = 0;
+  std::string text;
 };
 
 // Builds documents for one haystack. The filler cut for a length (without the needle) is
@@ -54,6 +61,11 @@ class DocumentBuilder {
   // The haystack cut to about target_tokens with the needle for `key` inserted at the
   // sentence boundary nearest `depth` (0: right after the opening, 1: at the end).
   Document build(int target_tokens, double depth, const std::string& key);
+  // The same with any needles, each at the sentence boundary nearest its depth; needles that
+  // meet at one boundary keep the order given. needle_at/needle_depth are the first one's.
+  Document build(int target_tokens, const std::vector<Insert>& inserts);
+  // Tokens in a text by the builder's counter (tallied in tokenizations()).
+  int tokens(const std::string& text);
   const Haystack& haystack() const { return h_; }
   // Characters the whole document will span for a target (for messages before building).
   double chars_per_token();
@@ -119,10 +131,12 @@ std::vector<double> parse_depths(const std::string& list, const std::string& fla
 // "passkey,prose,alice": names, no duplicates, no empty ones. Throws naming `flag`.
 std::vector<std::string> parse_names(const std::string& list, const std::string& flag);
 
-// What identifies a trial in the results: (config, haystack, length, depth, trial, seed).
+// What identifies a trial in the results: (task, config, haystack, length, depth, trial, seed).
 std::string trial_id(const std::string& config, const std::string& haystack, int length, double depth, int trial,
-                     uint64_t seed);
+                     uint64_t seed, const std::string& task = "passkey");
 std::string trial_id(const nlohmann::json& record);  // "" if the record lacks a field
+// A record's task: its "task" field; records written before there were tasks are passkey's.
+std::string record_task(const nlohmann::json& record);
 
 // The results file (JSON Lines, one record per trial).
 struct Results {
@@ -140,11 +154,13 @@ void append_result(const std::string& path, const nlohmann::json& record);
 
 // The latest record of each trial (an answer after an earlier error replaces it).
 std::vector<nlohmann::json> latest_records(const std::vector<nlohmann::json>& records);
-// Markdown: per haystack, a table of configs (rows) by lengths (columns), cells
-// "found/total (pct%)", then one of config and length (rows) by depths (columns). Trials
-// that ended in an error are not in total; a cell that has some says "+E err".
+// Markdown: per task and haystack, a table of configs (rows) by lengths (columns), cells
+// "found/total (pct%)" (all-of tasks add ", score S", the mean share of the references
+// found), then one of config and length (rows) by depths (columns). Trials that ended in an
+// error are not in total; a cell that has some says "+E err".
 std::string render_tables(const std::vector<nlohmann::json>& records);
-// The same figures as JSON: {"haystacks": {name: {"by_length": [...], "by_depth": [...]}}}.
+// The same figures as JSON: {"tasks": {task: {"haystacks": {name: {"by_config": [...],
+// "by_length": [...], "by_depth": [...]}}}}, "haystacks": the passkey task's, as before}.
 nlohmann::json summary_json(const std::vector<nlohmann::json>& records);
 
 }  // namespace infinipot::nih

@@ -1,0 +1,280 @@
+// The nih results file (JSON Lines, resumable) and the summary tables (engine/nih.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#include "engine/nih.h"
+#include "engine/nih_text.h"
+#include "engine/tasks/task_registry.h"
+
+namespace infinipot::nih {
+
+using namespace text;
+
+// ---------------------------------------------------------------------------------------
+// Results
+
+std::string trial_id(const std::string& config, const std::string& haystack, int length, double depth, int trial,
+                     uint64_t seed, const std::string& task) {
+  return task + "\t" + config + "\t" + haystack + "\t" + std::to_string(length) + "\t" + fmt_g(depth) + "\t" +
+         std::to_string(trial) + "\t" + std::to_string(seed);
+}
+
+std::string record_task(const nlohmann::json& r) {
+  const auto it = r.find("task");
+  return it != r.end() && it->is_string() ? it->get<std::string>() : std::string(kDefaultTask);
+}
+
+std::string trial_id(const nlohmann::json& r) {
+  try {
+    if (!r.is_object()) return "";
+    return trial_id(r.at("config").get<std::string>(), r.at("haystack").get<std::string>(), r.at("length").get<int>(),
+                    r.at("depth").get<double>(), r.at("trial").get<int>(), r.at("seed").get<uint64_t>(), record_task(r));
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+}
+
+Results load_results(const std::string& path, bool repair) {
+  Results res;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return res;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::invalid_argument("results file '" + path + "' is a directory; give --out a file name");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument("results file '" + path + "' cannot be read (permissions?)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string all = ss.str();
+  in.close();
+
+  struct Line {
+    size_t begin, end;
+  };
+  std::vector<Line> lines;
+  for (size_t b = 0; b < all.size();) {
+    size_t e = all.find('\n', b);
+    if (e == std::string::npos) e = all.size();
+    if (!trim(all.substr(b, e - b)).empty()) lines.push_back({b, e});
+    b = e + 1;
+  }
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string text = all.substr(lines[i].begin, lines[i].end - lines[i].begin);
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      const size_t line_no = std::count(all.begin(), all.begin() + lines[i].begin, '\n') + 1;
+      if (i + 1 < lines.size())
+        throw std::invalid_argument("results file '" + path + "': line " + std::to_string(line_no) +
+                                    " is not a JSON record; fix or remove that line, or give --out another file");
+      res.warnings.push_back("results file '" + path + "': the last line (line " + std::to_string(line_no) + ", " +
+                             std::to_string(text.size()) + " bytes) is not a complete record (a run stopped while "
+                             "writing it?); " + (repair ? "dropped it" : "ignored it"));
+      if (repair) std::filesystem::resize_file(path, lines[i].begin);
+      break;
+    }
+    res.records.push_back(std::move(j));
+    const nlohmann::json& r = res.records.back();
+    const std::string id = trial_id(r);
+    if (!id.empty() && !r.contains("error")) res.done[id] = res.records.size() - 1;
+  }
+  return res;
+}
+
+void append_result(const std::string& path, const nlohmann::json& record) {
+  bool need_newline = false;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (in && in.tellg() > 0) {
+      in.seekg(-1, std::ios::end);
+      need_newline = in.get() != '\n';
+    }
+  }
+  FILE* f = std::fopen(path.c_str(), "ab");
+  if (!f) throw std::runtime_error("cannot append to results file '" + path + "' (does its folder exist?)");
+  const std::string line = (need_newline ? "\n" : "") +
+                           record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fflush(f) == 0;
+  std::fclose(f);
+  if (!ok) throw std::runtime_error("writing to results file '" + path + "' failed (disk full?)");
+}
+
+std::vector<nlohmann::json> latest_records(const std::vector<nlohmann::json>& records) {
+  std::vector<nlohmann::json> out;
+  std::map<std::string, size_t> at;
+  for (const auto& r : records) {
+    const std::string id = trial_id(r);
+    if (id.empty()) continue;
+    auto it = at.find(id);
+    if (it == at.end()) {
+      at[id] = out.size();
+      out.push_back(r);
+    } else if (!r.contains("error") || out[it->second].contains("error")) {
+      out[it->second] = r;  // an answer is never replaced by a later error
+    }
+  }
+  return out;
+}
+
+namespace {
+
+struct Tally {
+  int found = 0, total = 0, errors = 0;
+  int scored = 0;         // answers with a "score" (the share of the references found)
+  double score_sum = 0;
+};
+
+// Tables are per (task, haystack): a group, keyed "task\thaystack".
+struct Summary {
+  std::vector<std::string> groups;  // first-seen order
+  std::map<std::string, std::pair<std::string, std::string>> parts;  // group -> (task, haystack)
+  std::map<std::string, std::vector<std::string>> configs;  // per group, first-seen order
+  std::map<std::string, std::set<int>> lengths;
+  std::map<std::string, std::set<double>> depths;
+  std::map<std::tuple<std::string, std::string, int>, Tally> by_length;
+  std::map<std::tuple<std::string, std::string, int, double>, Tally> by_depth;
+  std::map<std::pair<std::string, std::string>, Tally> by_config;
+};
+
+Summary summarize(const std::vector<nlohmann::json>& records) {
+  Summary s;
+  for (const auto& r : latest_records(records)) {
+    const std::string task = record_task(r), hay = r["haystack"].get<std::string>();
+    const std::string g = task + "\t" + hay, config = r["config"].get<std::string>();
+    const int length = r["length"].get<int>();
+    const double depth = r["depth"].get<double>();
+    if (!s.parts.count(g)) s.groups.push_back(g), s.parts[g] = {task, hay};
+    auto& cs = s.configs[g];
+    if (std::find(cs.begin(), cs.end(), config) == cs.end()) cs.push_back(config);
+    s.lengths[g].insert(length);
+    s.depths[g].insert(depth);
+    const bool error = r.contains("error");
+    const bool found = !error && r.value("found", false);
+    const bool scored = !error && r.contains("score") && r["score"].is_number();
+    for (Tally* t : {&s.by_length[{g, config, length}], &s.by_depth[{g, config, length, depth}],
+                     &s.by_config[{g, config}]}) {
+      t->errors += error;
+      t->total += !error;
+      t->found += found;
+      t->scored += scored;
+      if (scored) t->score_sum += r["score"].get<double>();
+    }
+  }
+  return s;
+}
+
+// "found/total (pct%)"; with_score adds the mean share of the references found (all-of tasks).
+std::string cell(const Tally& t, bool with_score) {
+  if (t.total == 0 && t.errors == 0) return "";
+  if (t.total == 0) return "error (" + std::to_string(t.errors) + ")";
+  const int pct = static_cast<int>(std::lround(100.0 * t.found / t.total));
+  std::string s = std::to_string(t.found) + "/" + std::to_string(t.total) + " (" + std::to_string(pct) + "%)";
+  if (with_score && t.scored > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, ", score %.2f", t.score_sum / t.scored);
+    s += buf;
+  }
+  if (t.errors) s += " +" + std::to_string(t.errors) + " err";
+  return s;
+}
+
+nlohmann::json tally_json(const Tally& t) {
+  nlohmann::json j = {{"found", t.found}, {"total", t.total}, {"errors", t.errors}};
+  if (t.scored > 0) j["score"] = t.score_sum / t.scored;
+  return j;
+}
+
+// The default task's tables keep their old titles ("### passkey: pass key found, ...").
+std::string title(const std::string& task, const std::string& hay) {
+  return task == kDefaultTask ? hay : task + " on " + hay;
+}
+
+}  // namespace
+
+std::string render_tables(const std::vector<nlohmann::json>& records) {
+  const Summary s = summarize(records);
+  if (s.groups.empty()) return "no results yet\n";
+  std::ostringstream o;
+  for (const std::string& g : s.groups) {
+    const auto& [task, hay] = s.parts.at(g);
+    const Task* info = task_or_null(task);
+    const bool with_score = info && info->rule() == Rule::All;
+    const auto& lengths = s.lengths.at(g);
+    const auto& depths = s.depths.at(g);
+    o << "### " << title(task, hay) << ": " << (info ? info->headline() : "found") << ", by length (tokens)\n\n| config |";
+    for (int l : lengths) o << " " << l << " |";
+    o << " all |\n|---|";
+    for (size_t i = 0; i <= lengths.size(); ++i) o << "---:|";
+    o << "\n";
+    for (const std::string& c : s.configs.at(g)) {
+      o << "| " << c << " |";
+      for (int l : lengths) {
+        auto it = s.by_length.find({g, c, l});
+        o << " " << (it == s.by_length.end() ? "" : cell(it->second, with_score)) << " |";
+      }
+      o << " " << cell(s.by_config.at({g, c}), with_score) << " |\n";
+    }
+    o << "\n### " << title(task, hay) << ": by depth\n\n| config | length |";
+    for (double d : depths) o << " " << fmt_g(d) << " |";
+    o << "\n|---|---:|";
+    for (size_t i = 0; i < depths.size(); ++i) o << "---:|";
+    o << "\n";
+    for (const std::string& c : s.configs.at(g))
+      for (int l : lengths) {
+        if (!s.by_length.count({g, c, l})) continue;
+        o << "| " << c << " | " << l << " |";
+        for (double d : depths) {
+          auto it = s.by_depth.find({g, c, l, d});
+          o << " " << (it == s.by_depth.end() ? "" : cell(it->second, with_score)) << " |";
+        }
+        o << "\n";
+      }
+    o << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::json summary_json(const std::vector<nlohmann::json>& records) {
+  const Summary s = summarize(records);
+  nlohmann::json out = {{"haystacks", nlohmann::json::object()}, {"tasks", nlohmann::json::object()}};
+  for (const std::string& g : s.groups) {
+    const auto& [task, hay] = s.parts.at(g);
+    nlohmann::json h = {{"by_config", nlohmann::json::array()},
+                        {"by_length", nlohmann::json::array()},
+                        {"by_depth", nlohmann::json::array()}};
+    for (const std::string& c : s.configs.at(g)) {
+      nlohmann::json t = tally_json(s.by_config.at({g, c}));
+      t["config"] = c;
+      h["by_config"].push_back(t);
+      for (int l : s.lengths.at(g)) {
+        auto it = s.by_length.find({g, c, l});
+        if (it == s.by_length.end()) continue;
+        nlohmann::json tl = tally_json(it->second);
+        tl["config"] = c;
+        tl["length"] = l;
+        h["by_length"].push_back(tl);
+        for (double d : s.depths.at(g)) {
+          auto jt = s.by_depth.find({g, c, l, d});
+          if (jt == s.by_depth.end()) continue;
+          nlohmann::json td = tally_json(jt->second);
+          td["config"] = c;
+          td["length"] = l;
+          td["depth"] = d;
+          h["by_depth"].push_back(td);
+        }
+      }
+    }
+    // "haystacks" is the default task's, as before there were tasks; "tasks" has them all.
+    if (task == kDefaultTask) out["haystacks"][hay] = h;
+    out["tasks"][task]["haystacks"][hay] = std::move(h);
+  }
+  return out;
+}
+
+}  // namespace infinipot::nih
