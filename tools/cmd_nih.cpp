@@ -1,7 +1,8 @@
-// infinipot nih: the pass-key needle-in-a-haystack benchmark. A five-digit key is hidden at
-// several depths of documents of several lengths (in tokens); each KV policy is asked
-// "What is the pass key?"; one JSON line per trial goes to --out (a rerun skips what is
-// there), then a Markdown table per haystack. The host logic is engine/nih.h.
+// infinipot nih: the needle-in-a-haystack benchmark. Each --task (the pass key by default,
+// or a RULER-style task: engine/tasks/) hides its needles at several depths of documents of
+// several lengths (in tokens); each KV policy is asked the task's question; one JSON line
+// per trial goes to --out (a rerun skips what is there), then a Markdown table per task and
+// haystack. The host logic is engine/nih.h and engine/tasks/.
 #include <chrono>
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "engine/answer.h"
 #include "engine/nih.h"
+#include "engine/tasks/task_registry.h"
 #include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
 #include "tools/cli_common.h"
@@ -25,10 +27,11 @@ namespace {
 struct NihOpts {
   std::string model, policies = "infinipot", lengths = "4096", depths = "0.1,0.5,0.9", haystacks;
   std::vector<std::string> haystack_files;  // NAME=FILE
-  std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question = nih::kQuestion;
-  int pot = 1024, keep = 0, trials = 5, n_predict = 16, full_max = 0, chunk = 0;
+  std::string tasks = nih::kDefaultTask;
+  std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question;
+  int pot = 1024, keep = 0, trials = 5, n_predict = 0, full_max = 0, chunk = 0;  // n_predict 0: the task's
   uint64_t seed = 1;
-  bool table_only = false, json = false;
+  bool table_only = false, json = false, n_given = false, question_given = false;
 };
 
 // Built-in prose haystacks: name -> file under data/.
@@ -54,6 +57,7 @@ void print_summary(const std::string& out, bool json, bool repair) {
 }
 
 struct Cell {
+  const nih::Task* task;
   size_t hay;  // index into haystacks
   int length;
   double depth;
@@ -70,7 +74,7 @@ void nih_command(const NihOpts& o) {
   }
   if (o.model.empty()) throw CLI::ValidationError("nih needs -m MODEL (or --table-only to print the tables of --out)");
   if (o.trials < 1) throw CLI::ValidationError("--trials must be at least 1, got " + std::to_string(o.trials));
-  if (o.n_predict < 1) throw CLI::ValidationError("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
+  if (o.n_given && o.n_predict < 1) throw CLI::ValidationError("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
   if (o.full_max < 0) throw CLI::ValidationError("--full-max must be >= 0 (0: the model's training context)");
 
   // Lists and policies: usage errors (exit 2) name the flag.
@@ -81,7 +85,13 @@ void nih_command(const NihOpts& o) {
   std::map<std::string, std::string> files;  // prose haystack name -> file
   for (const auto& [name, rel] : builtin_prose()) files[name] = data_path(rel);
   std::vector<std::string> added;
+  std::vector<const nih::Task*> tasks;
   try {
+    for (const std::string& name : nih::parse_names(o.tasks, "--task")) tasks.push_back(&nih::find_task(name));
+    for (const nih::Task* t : tasks)
+      if (o.question_given && t->fixed_question().empty())
+        throw std::invalid_argument(std::string("--question does not apply to --task ") + t->name() +
+                                    " (its question names the trial's keys); drop --question or that task");
     specs = nih::parse_policies(o.policies, o.pot, o.keep);
     lengths = nih::parse_lengths(o.lengths, "--lengths");
     depths = nih::parse_depths(o.depths, "--depths");
@@ -143,7 +153,7 @@ void nih_command(const NihOpts& o) {
     require_utf8(text, "haystack file '" + files[n] + "'");
     haystacks.push_back(nih::prose_haystack(n, text));
   }
-  require_utf8(o.question, "--question");
+  if (o.question_given) require_utf8(o.question, "--question");
 
   nih::Results res = nih::load_results(o.out);
   for (const auto& w : res.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -164,41 +174,45 @@ void nih_command(const NihOpts& o) {
       break;
     }
 
-  // The plan: every (haystack, length, depth, trial) document, the policies still to run on it.
+  // The plan: every (task, haystack, length, depth, trial) document, the policies still to run on it.
   std::vector<Cell> cells;
   size_t pending = 0, already = 0;
   long long tokens_left = 0;
   std::vector<std::string> skipped;
-  for (size_t h = 0; h < haystacks.size(); ++h)
-    for (int length : lengths) {
-      for (const auto& s : specs)
-        if (s.name == "full" && length > full_max)
-          skipped.push_back(haystacks[h].name + " " + std::to_string(length) + " tokens");
-      for (double depth : depths)
-        for (int trial = 0; trial < o.trials; ++trial) {
-          Cell c{h, length, depth, trial, {}};
-          for (size_t p = 0; p < specs.size(); ++p) {
-            if (specs[p].name == "full" && length > full_max) continue;
-            if (res.done.count(nih::trial_id(specs[p].config(), haystacks[h].name, length, depth, trial, o.seed))) {
-              ++already;
-              continue;
+  for (const nih::Task* task : tasks) {
+    for (size_t h = 0; h < haystacks.size(); ++h)
+      for (int length : lengths) {
+        for (const auto& s : specs)
+          if (s.name == "full" && length > full_max && task == tasks[0])
+            skipped.push_back(haystacks[h].name + " " + std::to_string(length) + " tokens");
+        for (double depth : depths)
+          for (int trial = 0; trial < o.trials; ++trial) {
+            Cell c{task, h, length, depth, trial, {}};
+            for (size_t p = 0; p < specs.size(); ++p) {
+              if (specs[p].name == "full" && length > full_max) continue;
+              if (res.done.count(nih::trial_id(specs[p].config(), haystacks[h].name, length, depth, trial, o.seed,
+                                               task->name()))) {
+                ++already;
+                continue;
+              }
+              c.todo.push_back(p);
+              tokens_left += length;
             }
-            c.todo.push_back(p);
-            tokens_left += length;
+            pending += c.todo.size();
+            if (!c.todo.empty()) cells.push_back(std::move(c));
           }
-          pending += c.todo.size();
-          if (!c.todo.empty()) cells.push_back(std::move(c));
-        }
-    }
+      }
+  }
   if (!skipped.empty()) {
     std::string list;
     for (const auto& s : skipped) list += (list.empty() ? "" : ", ") + s;
     std::fprintf(stderr, "skipped: full above --full-max %d tokens (%s); raise --full-max to run them\n", full_max,
                  list.c_str());
   }
-  std::fprintf(stderr, "nih: %zu trials to run, %zu already in %s (%zu policies x %zu haystacks x %zu lengths x "
-               "%zu depths x %d trials, seed %llu)\n", pending, already, o.out.c_str(), specs.size(), haystacks.size(),
-               lengths.size(), depths.size(), o.trials, static_cast<unsigned long long>(o.seed));
+  std::fprintf(stderr, "nih: %zu trials to run, %zu already in %s (%zu tasks x %zu policies x %zu haystacks x %zu "
+               "lengths x %zu depths x %d trials, seed %llu)\n", pending, already, o.out.c_str(), tasks.size(),
+               specs.size(), haystacks.size(), lengths.size(), depths.size(), o.trials,
+               static_cast<unsigned long long>(o.seed));
 
   Progress progress(progress_wanted(o.json));
   std::vector<std::unique_ptr<nih::DocumentBuilder>> builders;
@@ -214,8 +228,11 @@ void nih_command(const NihOpts& o) {
   std::set<std::pair<size_t, int>> warned_short;
   for (const Cell& c : cells) {
     const std::string& hay = haystacks[c.hay].name;
-    const std::string key = nih::derive_key(o.seed, hay, c.length, c.depth, c.trial);
-    const nih::Document doc = builders[c.hay]->build(c.length, c.depth, key);
+    const std::string task = c.task->name();
+    nih::Trial tr = c.task->make({o.seed, hay, c.length, c.depth, c.trial}, *builders[c.hay]);
+    if (o.question_given) tr.question = o.question;
+    const nih::Document& doc = tr.doc;
+    const int n_predict = o.n_given ? o.n_predict : c.task->default_n_predict();
     if (std::abs(doc.tokens - c.length) > std::max(1, c.length / 100) && warned_short.insert({c.hay, c.length}).second)
       progress.line("warning: " + hay + " documents of length " + std::to_string(c.length) + " have " +
                     std::to_string(doc.tokens) + " tokens (the haystack's opening and the needle alone take more); "
@@ -225,14 +242,14 @@ void nih_command(const NihOpts& o) {
       ++i;
       const double eta = tokens_read > 0 ? tokens_left / (tokens_read / seconds) : NAN;
       char head[512];
-      std::snprintf(head, sizeof head, "[%zu/%zu] %s %s %d d=%s t=%d", i, pending, s.config().c_str(), hay.c_str(),
-                    c.length, depth_text(c.depth).c_str(), c.trial);
+      std::snprintf(head, sizeof head, "[%zu/%zu] %s %s %s %d d=%s t=%d", i, pending, task.c_str(), s.config().c_str(),
+                    hay.c_str(), c.length, depth_text(c.depth).c_str(), c.trial);
       progress.status(std::string(head) + " | found " + std::to_string(found_n) + "/" + std::to_string(answered) +
                       (errors ? " (" + std::to_string(errors) + " err)" : "") + " | last " +
                       (last_tps > 0 ? std::to_string(std::lround(last_tps)) : "?") + " tok/s | ETA " + fmt_duration(eta));
 
       AnswerOptions ao;
-      ao.n_predict = o.n_predict;
+      ao.n_predict = n_predict;
       ao.pot.policy = s.name;
       ao.pot.capacity = s.pot;
       ao.pot.keep = s.keep;
@@ -245,30 +262,34 @@ void nih_command(const NihOpts& o) {
       ao.pot.params.token_units = s.token_units;
       ao.pot.params.alnum_units = s.alnum_units;
       ao.pot.cap_question_rows = !s.cap_all_rows;
-      if (s.oracle) ao.oracle = key;
-      if (s.uses_pot()) ao.watch = key;
+      if (s.oracle) ao.oracle = tr.watch;
+      if (s.uses_pot()) ao.watch = tr.watch;
       if (progress.enabled())
         ao.on_prefill = [&](const PrefillProgress& p) { progress.status(std::string(head) + " | " + prefill_status(p)); };
 
-      nlohmann::json r = {{"haystack", hay},      {"length", c.length},   {"depth", c.depth},
-                          {"trial", c.trial},     {"seed", o.seed},       {"key", key},
+      // "key": the first reference (the pass key, the needle's value); "references": all of them.
+      nlohmann::json r = {{"task", task},         {"haystack", hay},      {"length", c.length},
+                          {"depth", c.depth},     {"trial", c.trial},     {"seed", o.seed},
+                          {"key", tr.references[0]}, {"references", tr.references},
                           {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
                           {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
-                          {"n_predict", o.n_predict}, {"question", o.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
+                          {"n_predict", n_predict}, {"question", tr.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
       const auto t0 = std::chrono::steady_clock::now();
       auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
       std::string outcome;
       try {
-        const Answer a = answer(engine, doc.text, o.question, ao);
+        const Answer a = answer(engine, doc.text, tr.question, ao);
         const GenerateResult& g = a.result;
         device_name = engine.context().device().name;
-        const bool found = nih::key_found(g.text, key);
+        const nih::Score sc = c.task->score(g.text, tr.references);
+        const bool found = sc.found;
         ++answered;
         found_n += found;
         const nlohmann::json mem = engine.memory_report();
         r["prompt_tokens"] = g.prompt_tokens;
         r["answer"] = g.text;
         r["found"] = found;
+        r["score"] = sc.fraction;
         r["ccd_cycles"] = a.pot.is_object() ? a.pot.value("cycles", 0) : 0;
         if (a.pot.is_object() && a.pot.contains("keep")) r["keep"] = a.pot["keep"];
         if (a.pot.is_object() && a.pot.contains("watch") && a.pot["watch"].contains("kept_fraction"))
@@ -283,7 +304,10 @@ void nih_command(const NihOpts& o) {
         std::string shown = g.text.substr(0, 40);
         for (char& ch : shown)
           if (ch == '\n' || ch == '\r') ch = ' ';
-        outcome = std::string(found ? "found" : "missed") + " (key " + key + ", answer \"" + shown + "\")";
+        std::string refs;
+        for (const auto& x : tr.references) refs += (refs.empty() ? "" : ", ") + x;
+        outcome = std::string(found ? "found" : "missed") + " (" + std::to_string(sc.present) + "/" +
+                  std::to_string(sc.total) + " of " + refs + ", answer \"" + shown + "\")";
       } catch (const cl::BudgetError& e) {
         ++errors;
         r["error"] = std::string("budget: ") + e.what();
@@ -311,7 +335,7 @@ void nih_command(const NihOpts& o) {
   }
   progress.done();
   if (pending > 0)
-    std::fprintf(stderr, "nih: this run found the key in %d of %d answers%s\n", found_n, answered,
+    std::fprintf(stderr, "nih: this run found the answer in %d of %d answers%s\n", found_n, answered,
                  errors ? (", and " + std::to_string(errors) + " trials ended in an error (the `error` field in " + o.out +
                            "; a rerun tries them again)").c_str() : "");
   if (!o.json) std::cout << "\n";
@@ -321,7 +345,8 @@ void nih_command(const NihOpts& o) {
 }  // namespace
 
 void add_nih_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("nih", "Pass-key needle-in-a-haystack benchmark of the KV policies (JSONL + tables)");
+  auto* sub = app.add_subcommand("nih", "Needle-in-a-haystack benchmarks (pass key, RULER-style tasks) of the KV "
+                                 "policies (JSONL + tables)");
   auto o = std::make_shared<NihOpts>();
   sub->add_option("-m,--model", o->model, "GGUF model file");
   sub->add_option("--policy", o->policies, "Comma list of KV policies, each NAME or NAME:pot=N:keep=K:nuc_ratio=A:"
@@ -331,6 +356,11 @@ void add_nih_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 24));
   sub->add_option("--keep", o->keep, "Entries kept at a distillation for entries that give no keep=K (0: pot / 2)")
       ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  std::string task_help = "Comma list of tasks (records and tables are per task):";
+  for (const auto& t : nih::tasks())
+    task_help += std::string("\n  ") + t->name() + ": " + t->summary() + " (-n " +
+                 std::to_string(t->default_n_predict()) + ")";
+  sub->add_option("--task", o->tasks, task_help)->capture_default_str();
   sub->add_option("--lengths", o->lengths, "Comma list of document lengths in tokens (4096 or 4K)")->capture_default_str();
   sub->add_option("--depths", o->depths, "Comma list of needle depths, fractions of the document in [0, 1]")
       ->capture_default_str();
@@ -340,12 +370,13 @@ void add_nih_command(CLI::App& app) {
                   "those)");
   sub->add_option("--haystack", o->haystack_files, "NAME=FILE: a UTF-8 prose file to use as haystack NAME "
                   "(cycled when shorter than a length); repeatable")->take_all();
-  sub->add_option("-n,--n-predict", o->n_predict, "Most tokens to generate per answer")->capture_default_str();
+  sub->add_option("-n,--n-predict", o->n_predict, "Most tokens to generate per answer (default: the task's)");
   sub->add_option("--seed", o->seed, "Seed of the pass keys (every policy sees the same documents)")
       ->capture_default_str()->check(CLI::Validator(
           [](std::string& s) { return s.find('-') == std::string::npos ? std::string() : "a seed is a whole number >= 0, got " + s; },
           "", "non-negative"));
-  sub->add_option("--question", o->question, "The question asked after the document")->capture_default_str();
+  sub->add_option("--question", o->question, std::string("The question asked after the document, for tasks whose "
+                  "question names no trial value (passkey: \"") + nih::kQuestion + "\")");
   sub->add_option("--full-max", o->full_max, "Skip policy full above this many tokens (0: the model's training "
                   "context)")->capture_default_str();
   sub->add_option("--out", o->out, "Results, one JSON line per trial; trials already there are skipped")
@@ -358,7 +389,11 @@ void add_nih_command(CLI::App& app) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_flag("--table-only", o->table_only, "Only print the tables of the results already in --out");
   sub->add_flag("--json", o->json, "Print the summary as JSON instead of Markdown tables");
-  sub->callback([o] { nih_command(*o); });
+  sub->callback([o, sub] {
+    o->n_given = sub->count("-n") > 0;
+    o->question_given = sub->count("--question") > 0;
+    nih_command(*o);
+  });
 }
 
 }  // namespace infinipot::cli
