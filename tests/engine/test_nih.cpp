@@ -12,25 +12,14 @@
 #include <sstream>
 
 #include "engine/nih.h"
-#include "model_loader/gguf.h"
-#include "model_loader/tiny_model.h"
-#include "model_loader/tokenizer.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
+#include "tests/support/tiny_tokenizer.h"
 
 namespace infinipot::nih {
 namespace {
 
-const Tokenizer& tiny_tokenizer() {
-  static const std::vector<uint8_t> bytes = tiny_llama_bytes(TinyLlamaOptions{});
-  static const gguf::GgufFile file = gguf::GgufFile::from_memory(bytes.data(), bytes.size(), "tiny.gguf");
-  static const Tokenizer tok = Tokenizer::from_gguf(file);
-  return tok;
-}
-
-CountTokens tiny_count() {
-  return [](const std::string& s) { return static_cast<int>(tiny_tokenizer().encode(s, false, false).size()); };
-}
+CountTokens tiny_count() { return test::tiny_token_counter(); }
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
