@@ -18,7 +18,7 @@ class NiahMultikeyTask : public Task {
   const char* headline() const override { return "the key's number found"; }
   ValueKind kind() const override { return ValueKind::Number; }
   Rule rule() const override { return Rule::First; }
-  int default_n_predict() const override { return 16; }
+  int default_n_predict() const override { return 24; }  // room for a lead-in, as niah_single
   Trial make(const TrialSpec& t, DocumentBuilder& docs) const override {
     TrialRng rng(name(), t);
     const std::vector<std::string> keys = rng.words(1 + kDistractors);  // distinct: keys[0] is the real one

@@ -16,7 +16,7 @@ class NiahMultiqueryTask : public Task {
   const char* headline() const override { return "all 4 numbers found"; }
   ValueKind kind() const override { return ValueKind::Number; }
   Rule rule() const override { return Rule::All; }
-  int default_n_predict() const override { return 48; }
+  int default_n_predict() const override { return 64; }  // as niah_multivalue
   Trial make(const TrialSpec& t, DocumentBuilder& docs) const override {
     TrialRng rng(name(), t);
     const std::vector<std::string> keys = rng.words(kQueries);

@@ -16,8 +16,9 @@ class NiahMultivalueTask : public Task {
   const char* headline() const override { return "all 4 numbers found"; }
   ValueKind kind() const override { return ValueKind::Number; }
   Rule rule() const override { return Rule::All; }
-  // Four 7-digit numbers (a token per digit in SmolLM2's vocabulary) and their separators.
-  int default_n_predict() const override { return 48; }
+  // Four 7-digit numbers (a token per digit in SmolLM2's vocabulary), separators and the
+  // lead-in the model tends to write ("The special magic numbers for tomato are: ...").
+  int default_n_predict() const override { return 64; }
   Trial make(const TrialSpec& t, DocumentBuilder& docs) const override {
     TrialRng rng(name(), t);
     const std::string key = rng.words(1)[0];

@@ -21,8 +21,8 @@ class VtTask : public Task {
   const char* headline() const override { return "all 5 variables found"; }
   ValueKind kind() const override { return ValueKind::Word; }
   Rule rule() const override { return Rule::All; }
-  // Five names of five capitals (2-4 tokens each) and their separators.
-  int default_n_predict() const override { return 40; }
+  // Five names of five capitals (2-4 tokens each), separators and a lead-in.
+  int default_n_predict() const override { return 48; }
   Trial make(const TrialSpec& t, DocumentBuilder& docs) const override {
     TrialRng rng(name(), t);
     std::set<std::string> taken;
