@@ -113,8 +113,7 @@ TEST(Tasks, EveryTaskHitsTheLengthWithinOnePercent) {
           EXPECT_EQ(t.doc.target, length);
           EXPECT_FALSE(t.references.empty());
           EXPECT_FALSE(t.question.empty());
-          // Every reference is in the document (cwe's words many times), never in the question
-          // except vt's value-less names... which are not there either.
+          // Every reference is in the document and none is given away by the question.
           for (const auto& r : t.references) {
             EXPECT_NE(t.doc.text.find(r), std::string::npos) << r;
             EXPECT_EQ(t.question.find(r), std::string::npos) << "the question gives away " << r;
