@@ -250,12 +250,14 @@ std::string PolicySpec::config() const {
   if (token_units) s += ":units=token";
   if (alnum_units) s += ":units=alnum";
   if (cap_all_rows) s += ":cap_rows=all";
+  if (general_catalyst) s += ":catalyst=general";
+  if (!cr_rope) s += ":cr_rope=0";
   if (oracle) s += ":oracle=1";
   return s;
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:oracle=1, e.g. "
+  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:catalyst=general:cr_rope=0:oracle=1, e.g. "
                             "--policy full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
@@ -308,15 +310,20 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         if (v != "word" && v != "alnum" && v != "token") throw bad("word, alnum or token");
         p.token_units = v == "token";
         p.alnum_units = v == "alnum";
-      } else if (k == "heads" || k == "layers" || k == "cap_rows" || k == "oracle") {
+      } else if (k == "heads" || k == "layers" || k == "cap_rows" || k == "catalyst" || k == "oracle") {
         const std::map<std::string, std::pair<std::string, bool*>> choice = {
             {"heads", {"per-head", &p.per_head}},   {"layers", {"per-layer", &p.per_layer}},
-            {"cap_rows", {"all", &p.cap_all_rows}},
+            {"cap_rows", {"all", &p.cap_all_rows}}, {"catalyst", {"general", &p.general_catalyst}},
             {"oracle", {"1", &p.oracle}}};
         const auto& [on, field] = choice.at(k);
-        const std::string off = k == "heads" || k == "layers" ? "shared" : k == "cap_rows" ? "question" : "0";
+        const std::string off = k == "heads" || k == "layers" ? "shared"
+                                : k == "cap_rows" || k == "catalyst" ? "question" : "0";
         if (v != on && v != off) throw bad(on + " or " + off);
         *field = v == on;
+      } else if (k == "cr_rope") {
+        // The ablation is the off value; cr_rope=1 is the default, accepted and left out.
+        if (v != "0" && v != "1") throw bad("0 or 1");
+        p.cr_rope = v == "1";
       } else if (k == "nuc_ratio") {
         char* end = nullptr;
         const double r = std::strtod(v.c_str(), &end);
@@ -325,7 +332,7 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         p.nuc_ratio_given = true;
       } else {
         throw std::invalid_argument("--policy entry '" + entry + "': unknown setting '" + k +
-                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, oracle)");
+                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, catalyst, cr_rope, oracle)");
       }
     }
     if (p.uses_pot()) {

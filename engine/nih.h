@@ -100,7 +100,8 @@ std::optional<std::string> first_integer(const std::string& text);
 // Whether the answer's first integer is the key (leading zeros ignored).
 bool key_found(const std::string& answer, const std::string& key);
 
-// One entry of --policy: "name" or "name:pot=2048:keep=512:nuc_ratio=0.25:pool=1:recent=64".
+// One entry of --policy: "name" or "name:pot=2048:keep=512:nuc_ratio=0.25:pool=1:recent=64"
+// (every setting: parse_policies' usage text).
 struct PolicySpec {
   std::string name;
   int pot = 0;             // KV entries of the pot (0 for full)
@@ -113,6 +114,11 @@ struct PolicySpec {
   bool per_head = false, per_layer = false, token_units = false, alnum_units = false;
   bool cap_all_rows = false;  // CaP from every catalyst row, not just the question's
   bool oracle = false;        // the pot keeps the needle whatever the policy chooses (diagnostics)
+  // Ablations of CCD (paper, Tables 2 and 4): cr_rope=0 keeps the stream positions after a
+  // distillation (PotOptions::cr_rope); catalyst=general asks the general summarise prompt
+  // (CaP-G, engine/answer.h kGeneralCatalyst) instead of the trial's question (CaP-Q).
+  bool cr_rope = true;
+  bool general_catalyst = false;
   // Which settings the entry itself gave (not --pot/--keep): a setting the policy does not
   // read is refused only when given there.
   bool keep_given = false, nuc_ratio_given = false, pool_given = false, recent_given = false;

@@ -125,7 +125,9 @@ void nih_command(const NihOpts& o) {
           {s.nuc_ratio_given, kParamNucRatio, "nuc_ratio"}, {s.pool_given, kParamPool, "pool"},
           {s.recent_given, kParamRecent, "recent"},         {s.per_head, kParamPerHead, "heads"},
           {s.per_layer, kParamPerLayer, "layers"},          {s.token_units || s.alnum_units, kParamUnits, "units"},
-          {s.cap_all_rows, kParamCatalyst, "cap_rows"}};
+          {s.cap_all_rows, kParamCatalyst, "cap_rows"},      {s.general_catalyst, kParamCatalyst, "catalyst"}};
+      // cr_rope=0 needs no bit: every pot policy distills through MemoryPot, which applies
+      // CR-RoPE (or not) to whatever survives; full, which has no pot, refuses it in parse_policies.
       for (const auto& k : keys)
         if (k.given && !(info.params & k.bit))
           throw std::invalid_argument(std::string("--policy ") + s.name + ": " + k.key + " does not apply to it (" +
@@ -262,6 +264,9 @@ void nih_command(const NihOpts& o) {
       ao.pot.params.token_units = s.token_units;
       ao.pot.params.alnum_units = s.alnum_units;
       ao.pot.cap_question_rows = !s.cap_all_rows;
+      ao.pot.cr_rope = s.cr_rope;
+      // CaP-G: answer() asks this text instead of the question (which still follows the document).
+      if (s.general_catalyst) ao.catalyst = kGeneralCatalyst;
       if (s.oracle) ao.oracle = tr.watch;
       if (s.uses_pot()) ao.watch = tr.watch;
       if (progress.enabled())
@@ -292,6 +297,10 @@ void nih_command(const NihOpts& o) {
         r["score"] = sc.fraction;
         r["ccd_cycles"] = a.pot.is_object() ? a.pot.value("cycles", 0) : 0;
         if (a.pot.is_object() && a.pot.contains("keep")) r["keep"] = a.pot["keep"];
+        // What the ablations change, as the pot saw it: CaP-G's catalyst is another length than
+        // the question's; without CR-RoPE the highest position runs past the pot's size.
+        if (a.pot.is_object() && a.pot.contains("catalyst_tokens")) r["catalyst_tokens"] = a.pot["catalyst_tokens"];
+        if (a.pot.is_object() && a.pot.contains("max_position")) r["max_position"] = a.pot["max_position"];
         if (a.pot.is_object() && a.pot.contains("watch") && a.pot["watch"].contains("kept_fraction"))
           r["needle_kept"] = a.pot["watch"]["kept_fraction"];
         r["ttft_s"] = g.ttft_s;

@@ -225,6 +225,28 @@ TEST(NihLists, PolicyEntriesAndTheirCanonicalConfig) {
   EXPECT_TRUE(u[2].token_units && !u[2].alnum_units);
 }
 
+// The ablations of Tables 2 and 4: named in the config only when off their default, so the
+// records written before they existed keep their config strings (and a rerun resumes them).
+TEST(NihLists, CatalystAndCrRopeAblationsAreNamedOnlyWhenOffTheDefault) {
+  const auto p = parse_policies("infinipot:catalyst=general,infinipot:cr_rope=0,cap:catalyst=question:cr-rope=1,"
+                                "infinipot:cr_rope=0:catalyst=general:nuc_ratio=0.25,infinipot:pot=2048",
+                                1024, 0);
+  ASSERT_EQ(p.size(), 5u);
+  EXPECT_EQ(p[0].config(), "infinipot:pot=1024:catalyst=general");
+  EXPECT_TRUE(p[0].general_catalyst);
+  EXPECT_TRUE(p[0].cr_rope);
+  EXPECT_EQ(p[1].config(), "infinipot:pot=1024:cr_rope=0");
+  EXPECT_FALSE(p[1].cr_rope);
+  EXPECT_FALSE(p[1].general_catalyst);
+  EXPECT_EQ(p[2].config(), "cap:pot=1024") << "the defaults, given, are left out";
+  EXPECT_TRUE(p[2].cr_rope && !p[2].general_catalyst);
+  EXPECT_EQ(p[3].config(), "infinipot:pot=1024:nuc_ratio=0.25:catalyst=general:cr_rope=0");
+  EXPECT_EQ(p[4].config(), "infinipot:pot=2048");
+  // The same ablation given twice in other words is one config.
+  EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:cr-rope=0", 1024, 0), std::invalid_argument);
+  EXPECT_THROW(parse_policies("infinipot,infinipot:catalyst=question", 1024, 0), std::invalid_argument);
+}
+
 TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   auto message = [](const std::string& list, int pot = 1024, int keep = 0) {
     try {
@@ -242,6 +264,10 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("h2o:pot=12x").find("pot=12x"), std::string::npos);
   EXPECT_NE(message("h2o:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
   EXPECT_NE(message("infinipot:units=words").find("word, alnum or token"), std::string::npos);
+  EXPECT_NE(message("infinipot:cr_rope=no").find("cr_rope=no is not 0 or 1"), std::string::npos);
+  EXPECT_NE(message("infinipot:catalyst=q").find("catalyst=q is not general or question"), std::string::npos);
+  EXPECT_NE(message("full:cr_rope=0").find("full keeps the whole prompt"), std::string::npos);
+  EXPECT_NE(message("full:catalyst=general").find("full keeps the whole prompt"), std::string::npos);
   EXPECT_NE(message("full:pot=100").find("full keeps the whole prompt"), std::string::npos);
   EXPECT_NE(message("h2o:pot=100:keep=100").find("must be below"), std::string::npos);
   EXPECT_NE(message("h2o", 512, 600).find("must be below"), std::string::npos);
@@ -422,6 +448,12 @@ TEST(NihCli, UsageErrorsExitTwoNamingTheFlag) {
   EXPECT_TRUE(test::fails_cleanly(nih({"--haystacks", "passkey,nosuch"}), {"--haystacks", "nosuch", "prose"}, 2, kQuick));
   EXPECT_TRUE(test::fails_cleanly(nih({"--haystack", "noequals"}), {"--haystack", "NAME=FILE"}, 2, kQuick));
   EXPECT_TRUE(test::fails_cleanly(nih({"--trials", "0"}), {"--trials"}, 2, kQuick));
+  // catalyst=general is refused, before the model loads, by the policies that ask no catalyst.
+  for (const char* p : {"h2o", "tova", "nuc", "streaming", "swa", "truncate"})
+    EXPECT_TRUE(test::fails_cleanly(nih({"--policy", std::string(p) + ":catalyst=general"}),
+                                    {"--policy", p, "catalyst does not apply"}, 2, kQuick)) << p;
+  EXPECT_TRUE(test::fails_cleanly(nih({"--policy", "full:cr_rope=0"}), {"--policy", "full keeps the whole prompt"}, 2,
+                                  kQuick));
   EXPECT_TRUE(test::fails_cleanly(nih({"-n", "0"}), {"-n"}, 2, kQuick));
   EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih"}), {"-m"}, 2, kQuick));
 }

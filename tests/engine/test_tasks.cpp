@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/answer.h"
 #include "engine/nih.h"
 #include "engine/tasks/task_registry.h"
 #include "model_loader/tiny_model.h"
@@ -565,6 +566,43 @@ TEST(TaskCli, EveryTaskRunsEndToEndAndResumes) {
   ASSERT_EQ(again.records.size(), tasks().size() + 1);
   EXPECT_EQ(again.records.back().at("n_predict"), 3);
   EXPECT_EQ(again.records.back().at("trial"), 1);
+}
+
+// The ablations of --policy reach the pot: one passkey trial each on the tiny model. The
+// records say what the pot saw: CaP-G's catalyst is the general prompt's length, not the
+// question's, and without CR-RoPE the highest key position runs past the pot's size.
+TEST(TaskCli, CatalystAndCrRopeAblationsReachThePot) {
+  test::TempDir dir;
+  TinyLlamaOptions o;
+  o.n_ctx = 2048;
+  const std::string model = dir.file("tiny.gguf"), out = dir.file("r.jsonl");
+  write_tiny_llama(model, o);
+  const std::string policies = "infinipot:pot=256,infinipot:pot=256:cr_rope=0,infinipot:pot=256:catalyst=general";
+  auto r = test::run_infinipot({"nih", "-m", model, "--lengths", "900", "--depths", "0.5", "--trials", "1", "-n", "4",
+                                "--policy", policies, "--out", out},
+                               {{}, 300});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  std::map<std::string, nlohmann::json> by_config;
+  for (const auto& rec : load_results(out).records) by_config[rec.at("config").get<std::string>()] = rec;
+  ASSERT_EQ(by_config.size(), 3u);
+  for (const auto& [config, rec] : by_config) {
+    SCOPED_TRACE(rec.dump());
+    ASSERT_FALSE(rec.contains("error"));
+    EXPECT_GT(rec.at("ccd_cycles").get<int>(), 0) << "900 tokens through a 256-entry pot distill";
+  }
+  const auto& base = by_config.at("infinipot:pot=256");
+  const auto& no_rope = by_config.at("infinipot:pot=256:cr_rope=0");
+  const auto& general = by_config.at("infinipot:pot=256:catalyst=general");
+  EXPECT_LT(base.at("max_position").get<int>(), 256);
+  EXPECT_LT(general.at("max_position").get<int>(), 256);
+  EXPECT_GE(no_rope.at("max_position").get<int>(), base.at("prompt_tokens").get<int>() - 1)
+      << "stream positions are kept: the last prompt token sits at its place in the stream";
+  // The catalyst is "\n\n" + its text + the template's tail (Engine::catalyst_prompt).
+  const auto count = test::tiny_token_counter();
+  EXPECT_EQ(general.at("catalyst_tokens").get<int>() - base.at("catalyst_tokens").get<int>(),
+            count(std::string("\n\n") + kGeneralCatalyst) - count(std::string("\n\n") + kQuestion));
+  EXPECT_EQ(no_rope.at("catalyst_tokens"), base.at("catalyst_tokens"));
+  EXPECT_EQ(general.at("question"), kQuestion) << "CaP-G changes the catalyst, not the question asked";
 }
 
 }  // namespace
