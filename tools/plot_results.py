@@ -194,15 +194,17 @@ def heatmap(plt, g, task, hay, config, path):
 def by_length(plt, g, task, hay, path):
     lengths = sorted(g["lengths"])
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for config in g["configs"]:
+    for i, config in enumerate(g["configs"]):
         xs, ys = [], []
         for l in lengths:
             t = tally_of(g, config, l)
             if t.total:
                 xs.append(l)
                 ys.append(t.share())
+        # Ten colours, then the next ten dashed, and so on: no two lines look alike.
+        style = ["-", "--", ":", "-."][(i // 10) % 4]
         if xs:
-            ax.plot(xs, ys, marker="o", label=config)
+            ax.plot(xs, ys, marker="os^Dv"[(i // 10) % 5], linestyle=style, label=config)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [length_label(l) for l in lengths])
     ax.minorticks_off()
@@ -211,15 +213,16 @@ def by_length(plt, g, task, hay, path):
     ax.set_ylabel("share found")
     ax.set_title(f"{title(task, hay)}: found by length")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    # Beside the axes, not over them: ablation configs are long and many.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
 def ablation(plt, g, task, hay, configs, path):
     tallies = [tally_of(g, c) for c in configs]
-    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(configs) + 1.6))
+    # The bars keep about 6 inches whatever the labels take (about 0.06 inch a character).
+    fig, ax = plt.subplots(figsize=(6 + 0.06 * max(len(c) for c in configs), 0.45 * len(configs) + 1.6))
     ys = range(len(configs))
     shares = [0 if math.isnan(t.share()) else t.share() for t in tallies]
     ax.barh(ys, shares, color="tab:blue")
@@ -227,12 +230,12 @@ def ablation(plt, g, task, hay, configs, path):
         ax.text(s + 0.01, y, f"n={t.total}" + (f" (+{t.errors} err)" if t.errors else ""), va="center", fontsize=8)
     ax.set_yticks(list(ys), configs, fontsize=8)
     ax.invert_yaxis()  # the first config on top, as listed
-    ax.set_xlim(0, 1.15)
+    ax.set_xlim(0, 1.2)
     lengths = ", ".join(length_label(l) for l in sorted(g["lengths"]))
     ax.set_xlabel(f"share found over all lengths ({lengths})")
     ax.set_title(f"{title(task, hay)}: ablation")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
