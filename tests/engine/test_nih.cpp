@@ -458,6 +458,37 @@ TEST(NihCli, UsageErrorsExitTwoNamingTheFlag) {
   EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih"}), {"-m"}, 2, kQuick));
 }
 
+// docs/results.md's ablation commands stay runnable: every --policy list there passes every
+// check nih makes before the model loads (the run then stops at the unwritable --out), and
+// the plot command's --ablation names configs the way the records spell them.
+TEST(NihCli, DocumentedAblationCommandsAreAccepted) {
+  test::TempDir dir;
+  const std::string model = test::real_model_path();
+  std::istringstream docs(read_all(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/docs/results.md"));
+  const std::string run = "build/infinipot nih -m $M $A --policy ";
+  int lists = 0, ablation = 0;
+  for (std::string line; std::getline(docs, line);) {
+    if (line.rfind(run, 0) == 0) {
+      const std::string list = line.substr(run.size());
+      ++lists;
+      EXPECT_TRUE(test::fails_cleanly(
+          test::run_infinipot({"nih", "-m", model, "--pot", "1024", "--policy", list, "--out", dir.file("no/r.jsonl")}),
+          {"cannot write the results file"}, 1, kQuick))
+          << list;
+    }
+    const size_t at = line.find("--ablation ");
+    if (at != std::string::npos && line.find("tools/plot_results.py") == std::string::npos) {
+      std::stringstream configs(line.substr(at + 11));
+      for (std::string c; std::getline(configs, c, ',');) {
+        ++ablation;
+        EXPECT_EQ(parse_policies(c, 0, 0).at(0).config(), c) << "not a config string as records write it";
+      }
+    }
+  }
+  EXPECT_GE(lists, 6) << "docs/results.md lost its ablation commands";
+  EXPECT_GE(ablation, 5) << "docs/results.md lost its plot command";
+}
+
 TEST(NihCli, HaystackFilesThatCannotBeUsedAreNamed) {
   test::TempDir dir;
   const std::string model = test::real_model_path();
