@@ -80,6 +80,22 @@ std::string ProcResult::describe() const {
          "\n--- stdout:\n" + tail(out, 2000);
 }
 
+// `name` as execve needs it: itself when it holds a '/', else the first executable of that
+// name in $PATH (run_process does not search PATH; the emulator is usually given by name).
+static std::string in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  for (size_t b = 0; b <= dirs.size();) {
+    size_t e = dirs.find(':', b);
+    if (e == std::string::npos) e = dirs.size();
+    const std::string cand = (e > b ? dirs.substr(b, e - b) : std::string(".")) + "/" + name;
+    if (::access(cand.c_str(), X_OK) == 0) return cand;
+    b = e + 1;
+  }
+  throw std::runtime_error("INFINIPOT_TEST_EMULATOR: '" + name + "' is not an executable in PATH");
+}
+
 std::vector<std::string> with_emulator(const std::vector<std::string>& argv) {
   const char* emu = std::getenv("INFINIPOT_TEST_EMULATOR");
   if (emu == nullptr || *emu == '\0' || argv.empty()) return argv;
@@ -89,7 +105,7 @@ std::vector<std::string> with_emulator(const std::vector<std::string>& argv) {
   std::string word;
   for (const char* c = emu;; ++c) {
     if (*c == ' ' || *c == '\0') {
-      if (!word.empty()) out.push_back(word);
+      if (!word.empty()) out.push_back(out.empty() ? in_path(word) : word);
       word.clear();
       if (*c == '\0') break;
     } else {
