@@ -1,4 +1,5 @@
 // infinipot run: answer a prompt, or a question about a long document, on the device.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -12,6 +13,12 @@
 
 namespace infinipot::cli {
 namespace {
+
+std::string fmt_float(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
 
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
 
@@ -49,6 +56,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   if (!o.load_pot.empty()) check_load_pot(o, have_prompt, have_file);
   else if (have_prompt == have_file) throw std::invalid_argument("run needs exactly one of -p PROMPT or -f FILE");
   if (o.n_predict <= 0) throw std::invalid_argument("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
+  // Range checks let NaN through and include 0: refused here, before the model is loaded.
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) throw CLI::ValidationError("--top-p must be in (0, 1], got " + fmt_float(o.top_p));
+  if (!std::isfinite(o.temp)) throw CLI::ValidationError("--temp must be a finite number >= 0, got " + fmt_float(o.temp));
   const bool loading = !o.load_pot.empty();
   std::string user = have_file ? read_text_file(o.file, "document") : o.prompt;
   require_utf8(user, have_file ? "document '" + o.file + "'" : "prompt");

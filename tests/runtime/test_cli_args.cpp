@@ -147,10 +147,11 @@ TEST_F(CliArgs, PromptAndFileBothOrNeither) {
 }
 
 TEST_F(CliArgs, SamplingParametersOutOfRange) {
-  EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--top-p", "0"}), {"--top-p", "(0, 1]"}, std::nullopt, kQuick));
+  // Usage errors (exit 2), refused before the model is loaded.
+  EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--top-p", "0"}), {"--top-p", "(0, 1]", "got 0"}, 2, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--top-p", "1.5"}), {"--top-p"}, std::nullopt, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--temp", "-1"}), {"--temp"}, std::nullopt, kQuick));
-  EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--temp", "nan"}), {"--temp"}, std::nullopt, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--temp", "nan"}), {"--temp", "finite", "got nan"}, 2, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--top-k", "-1"}), {"--top-k"}, std::nullopt, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-p", "hi", "--seed", "-1"}), {"--seed", ">= 0", "-1"}, std::nullopt, kQuick));
 }
