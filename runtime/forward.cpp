@@ -14,7 +14,7 @@ namespace {
 constexpr int kMatvecMaxRows = 4;  // below this many rows, read quantized weights directly
 
 struct Sizes {
-  size_t ids, x, qkv, attn, lse, gu, act, logits;
+  size_t ids, x, qkv, attn, lse, gu, act, logits, q8;
   int widest_in;            // widest GEMM input
   size_t largest_weight;    // floats of the largest dequantized weight (or LM-head tile)
 };
@@ -35,6 +35,7 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
           n * 2 * c.n_ff * 4,
           n * c.n_ff * 4,
           std::max<size_t>(c.n_vocab, n * std::min(lm_tile, c.n_vocab)) * 4,
+          ops::q8_bytes(kMatvecMaxRows, widest_in),
           widest_in,
           w};
 }
@@ -48,7 +49,7 @@ GemmLayer make_gemm(cl::Context& ctx, int max_chunk, const Sizes& s) {
 cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, int lm_tile) {
   Sizes s = sizes(cfg, max_chunk, lm_tile);
   cl::MemoryPlan p = GemmLayer::plan(gemm_backend, max_chunk, s.widest_in, s.largest_weight);
-  p[cl::MemCategory::Activations] = s.ids * (1 + cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids;
+  p[cl::MemCategory::Activations] = s.ids * (1 + cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8;
   p[cl::MemCategory::Scratch] = s.logits;
   return p;
 }
@@ -74,18 +75,29 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   ce_s_ = mem.alloc(MemCategory::Activations, s.ids, "ce_sum");
   ce_t_ = mem.alloc(MemCategory::Activations, s.ids, "ce_target_logit");
   targets_ = mem.alloc(MemCategory::Activations, s.ids, "ce_targets");
+  // Allocated whatever the tuning says (7.5 KiB for SmolLM2), so the plan does not depend on it.
+  xq_ = mem.alloc(MemCategory::Activations, s.q8, "x_q8");
   logits_ = mem.alloc(MemCategory::Scratch, s.logits, "logits");
 }
 
 void Forward::set_input(const cl::Buffer& in, int n, int k) {
   input_ = &in;
   input_rows_ = n;
+  input_cols_ = k;
+  input_q8_ = false;
   if (n > kMatvecMaxRows) gemm_.set_input(in, n, k);
 }
 
 void Forward::project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
-  if (input_rows_ <= kMatvecMaxRows) ops::matvec(ctx_, W, *input_, input_rows_, out, ldo, accumulate, col);
-  else gemm_.multiply(W, out, ldo, col, accumulate);
+  if (input_rows_ > kMatvecMaxRows) return gemm_.multiply(W, out, ldo, col, accumulate);
+  if (ctx_.tuning().matvec_int8 && ops::matvec_q8_supports(W.type)) {
+    // Quantized once per input, on its first integer product (q|k|v share one, gate|up one).
+    if (!input_q8_) ops::quantize_q8(ctx_, *input_, input_rows_, input_cols_, xq_);
+    input_q8_ = true;
+    ops::matvec_q8(ctx_, W, xq_, input_rows_, out, ldo, accumulate, col);
+  } else {
+    ops::matvec(ctx_, W, *input_, input_rows_, out, ldo, accumulate, col);
+  }
 }
 
 void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) {
@@ -160,7 +172,8 @@ std::vector<float> Forward::last_logits() {
   if (last_n_ == 0) throw cl::ClError("last_logits: nothing evaluated yet");
   // Move the last normed row to the front of x (free after eval) for the matvec.
   ctx_.copy(xn_, x_, size_t(c.n_embd) * 4, size_t(last_n_ - 1) * c.n_embd * 4, 0);
-  ops::matvec(ctx_, m_.lm_head(), x_, 1, logits_, c.n_vocab, false);             // logits [n_vocab]
+  set_input(x_, 1, c.n_embd);
+  project(m_.lm_head(), logits_, c.n_vocab, 0, false);                         // logits [n_vocab]
   std::vector<float> out(c.n_vocab);
   ctx_.read(logits_, out.data(), out.size() * 4);
   return out;

@@ -41,7 +41,8 @@ class Forward {
  private:
   // Projections of one input: set_input once, then project() per weight matrix:
   // out[:, col .. col+W.rows) (+)= in[n][W.cols] W^T. Few rows (decode) read the quantized
-  // weights directly (matvec); more go through the GEMM layer.
+  // weights directly (matvec, or matvec_q8 over the input quantized to 8 bits where the tuning
+  // says matvec_int8); more go through the GEMM layer.
   void set_input(const cl::Buffer& in, int n, int k);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
 
@@ -65,6 +66,9 @@ class Forward {
   GemmLayer gemm_;   // prefill products (its buffers: category gemm)
   const cl::Buffer* input_ = nullptr;
   int input_rows_ = 0;
+  int input_cols_ = 0;
+  bool input_q8_ = false;  // xq_ holds the current input (tuning matvec_int8)
+  cl::Buffer xq_;          // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
   cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile
   cl::Buffer ce_m_, ce_s_, ce_t_, targets_;  // [max_chunk] each
 };

@@ -1,6 +1,8 @@
-// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl, dequant.cl.
+// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl,
+// matvec_q8.cl, dequant.cl.
 #include <string>
 
+#include "model_loader/quant.h"
 #include "runtime/cl_error.h"
 #include "runtime/ops.h"
 
@@ -46,6 +48,39 @@ void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buff
   constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl
   auto k = c.kernel("quant_formats.cl+matvec.cl", "matvec", opts);
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy);
+  const size_t items = (W.rows + kRowsPerItem - 1) / kRowsPerItem;
+  if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
+  else k.launch(c.queue(), {items, size_t(n_rows)});
+}
+
+size_t q8_bytes(int n_rows, int k) { return size_t(n_rows) * (k / 32) * kQ8BlockBytes; }
+
+bool matvec_q8_supports(gguf::TensorType t) {
+  return t == gguf::TensorType::Q4_0 || t == gguf::TensorType::Q4_1 || t == gguf::TensorType::Q8_0;
+}
+
+void quantize_q8(Context& c, const Buffer& x, int n_rows, int k, Buffer& xq) {
+  require(n_rows >= 1 && k >= 32 && k % 32 == 0, "quantize_q8: K must be a positive multiple of 32");
+  require(x.bytes() >= size_t(n_rows) * k * 4, "quantize_q8: input too small");
+  require(xq.bytes() >= q8_bytes(n_rows, k), "quantize_q8: output too small");
+  // The kernel is the same for every weight type; WTYPE only satisfies quant_formats.cl.
+  c.kernel("quant_formats.cl+matvec_q8.cl", "quantize_q8", wtype_option(gguf::TensorType::Q8_0))
+      .args(x, k, n_rows, xq)
+      .launch(c.queue(), {size_t(k / 32), size_t(n_rows)});
+}
+
+void matvec_q8(Context& c, const DeviceWeight& W, const Buffer& xq, int n_rows, Buffer& y, int ldy, bool accumulate,
+               size_t y_offset) {
+  require(matvec_q8_supports(W.type), std::string("matvec_q8: no integer kernel for ") + quant::traits(W.type).name);
+  require(n_rows >= 1 && n_rows <= 4, "matvec_q8 handles 1..4 rows");
+  require(W.cols % 32 == 0, "matvec_q8: K must be a multiple of 32");
+  require(xq.bytes() >= q8_bytes(n_rows, W.cols), "matvec_q8: input too small");
+  require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec_q8: output too small");
+  std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
+  const int local = c.tuning().matvec_local;
+  constexpr int kRowsPerItem = 4;  // ROWS in matvec_q8.cl
+  auto k = c.kernel("quant_formats.cl+matvec_q8.cl", "matvec_q8", opts);
+  k.args(W.buf, W.row_bytes, W.rows, W.cols, xq, n_rows, y, static_cast<int>(y_offset), ldy);
   const size_t items = (W.rows + kRowsPerItem - 1) / kRowsPerItem;
   if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
   else k.launch(c.queue(), {items, size_t(n_rows)});

@@ -40,7 +40,10 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
                     j[k].dump());
+  if (j.contains("matvec_int8") && !j["matvec_int8"].is_boolean())
+    throw ClError("platforms/tuning.json: 'matvec_int8' must be true or false, got " + j["matvec_int8"].dump());
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
+  t.matvec_int8 = j.value("matvec_int8", t.matvec_int8);
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
@@ -51,12 +54,12 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
 
 }  // namespace
 
-const char* const kTuningKeys[6] = {"gemm_backend",       "prefill_chunk", "attention_tile_rows",
-                                    "attention_key_tile", "matvec_local",  "norm_local"};
+const char* const kTuningKeys[7] = {"gemm_backend", "prefill_chunk", "attention_tile_rows", "attention_key_tile",
+                                    "matvec_int8",  "matvec_local",  "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend},
-          {"matvec_local", matvec_local}, {"norm_local", norm_local},
+          {"matvec_int8", matvec_int8}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"prefill_chunk", prefill_chunk}};
 }
 

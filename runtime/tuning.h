@@ -19,13 +19,14 @@ struct Tuning {
   int attention_tile_rows = 0;         // query rows per work-group in attention_tiled (1 = untiled)
   int attention_key_tile = 0;          // keys staged in local memory per step
   int prefill_chunk = 0;               // tokens per prefill step
+  bool matvec_int8 = false;            // decode products of Q4_0/Q4_1/Q8_0 in integers (matvec_q8.cl)
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[6];  // gemm_backend, prefill_chunk, attention_*, matvec_local, norm_local
+extern const char* const kTuningKeys[7];  // gemm_backend, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

@@ -1,5 +1,5 @@
 // infinipot tune: searches this device's tuning values (platforms/tuning.json's keys: GEMM
-// backend, prefill chunk, attention tiles, matvec and norm work-group sizes) and CLBlast's
+// backend, prefill chunk, attention tiles, integer matvec, matvec and norm work-group sizes) and CLBlast's
 // Xgemm parameters, by timing the real model, and writes the winners as data under the
 // device's entry of platforms/tuning.json (--write). The search is coordinate descent from
 // the current values: one key at a time over its candidates, the others fixed, each scored by
@@ -80,7 +80,7 @@ Timing measure(const TuneOpts& o, const nlohmann::json& overrides) {
 
 // What a key's value is judged by.
 double score(const std::string& key, const Timing& t) {
-  if (key == "matvec_local") return t.decode_s;
+  if (key == "matvec_local" || key == "matvec_int8") return t.decode_s;
   if (key == "norm_local") return t.prefill_s + t.decode_s;
   return t.prefill_s;
 }
@@ -90,6 +90,7 @@ std::vector<nlohmann::json> candidates(const std::string& key) {
   if (key == "prefill_chunk") return {128, 256, 512};
   if (key == "attention_tile_rows") return {1, 8, 16, 32};
   if (key == "attention_key_tile") return {16, 32, 64};
+  if (key == "matvec_int8") return {false, true};
   return {1, 4, 16, 32, 64, 128, 256};  // work-group sizes
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <stdexcept>
 
 namespace infinipot::ref {
 namespace {
@@ -53,6 +54,73 @@ void matvec(const float* W, int rows, int cols, const float* x, int n_rows, floa
       const double d = dot(W + size_t(o) * cols, x + size_t(r) * cols, cols);
       float& dst = y[size_t(r) * ldy + o];
       dst = float(accumulate ? double(dst) + d : d);
+    }
+}
+
+std::vector<Q8Block> quantize_q8(const float* x, int n_rows, int k) {
+  std::vector<Q8Block> out(size_t(n_rows) * (k / 32));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float* xb = x + i * 32;  // rows are whole blocks, so block i starts at element 32 i
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    Q8Block& b = out[i];
+    b.d = amax / 127.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      // nearbyint in the default rounding mode rounds half to even, as convert_char_rte does.
+      const int8_t q = static_cast<int8_t>(b.d == 0.0f ? 0 : std::nearbyint(xb[j] / b.d));
+      b.q[q8_slot(j)] = q;
+      sum += q;
+    }
+    b.s = b.d * float(sum);
+  }
+  return out;
+}
+
+void matvec_q8(TensorType t, const void* W, int rows, int cols, const Q8Block* xq, int n_rows, float* y, int ldy,
+               bool accumulate, std::vector<double>* mag) {
+  const size_t rb = quant::row_bytes(t, cols);
+  const int nb = cols / 32;
+  auto half_at = [](const uint8_t* p) { return double(quant::fp16_to_fp32(uint16_t(p[0] | (p[1] << 8)))); };
+  if (mag) mag->assign(size_t(n_rows) * ldy, 0.0);
+  for (int r = 0; r < n_rows; ++r)
+    for (int o = 0; o < rows; ++o) {
+      const uint8_t* row = static_cast<const uint8_t*>(W) + size_t(o) * rb;
+      double sum = 0, abs_sum = 0;
+      for (int b = 0; b < nb; ++b) {
+        const Q8Block& x = xq[size_t(r) * nb + b];
+        int64_t dot = 0, abs_dot = 0;
+        double scale = 0, min_term = 0;  // Q4_1's mw * sx is summed apart by the kernel
+        if (t == TensorType::Q4_0 || t == TensorType::Q4_1) {
+          const bool q41 = t == TensorType::Q4_1;
+          const uint8_t* blk = row + size_t(b) * (q41 ? 20 : 18);
+          const uint8_t* qs = blk + (q41 ? 4 : 2);
+          const int offset = q41 ? 0 : 8;
+          for (int j = 0; j < 16; ++j) {  // low nibbles are elements 0..15, high nibbles 16..31
+            const int64_t lo = int64_t((qs[j] & 15) - offset) * x.q[q8_slot(j)];
+            const int64_t hi = int64_t((qs[j] >> 4) - offset) * x.q[q8_slot(16 + j)];
+            dot += lo + hi;
+            abs_dot += std::abs(lo) + std::abs(hi);
+          }
+          scale = half_at(blk) * double(x.d);
+          if (q41) min_term = half_at(blk + 2) * double(x.s);
+        } else if (t == TensorType::Q8_0) {
+          const uint8_t* blk = row + size_t(b) * 34;
+          for (int j = 0; j < 32; ++j) {
+            const int64_t p = int64_t(static_cast<int8_t>(blk[2 + j])) * x.q[q8_slot(j)];
+            dot += p;
+            abs_dot += std::abs(p);
+          }
+          scale = half_at(blk) * double(x.d);
+        } else {
+          throw std::invalid_argument("ref::matvec_q8: Q4_0, Q4_1 or Q8_0 weights only");
+        }
+        sum += scale * double(dot) + min_term;
+        abs_sum += std::fabs(scale) * double(abs_dot) + std::fabs(min_term);
+      }
+      float& dst = y[size_t(r) * ldy + o];
+      dst = float(accumulate ? double(dst) + sum : sum);
+      if (mag) (*mag)[size_t(r) * ldy + o] = abs_sum;
     }
 }
 

@@ -32,6 +32,31 @@ std::vector<float> pack_a(const float* X, int m, int k, int ldx);
 void gemm_abt(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
               bool accumulate);
 
+// ---- integer decode products (matvec_q8.cl) ---------------------------------------------
+
+// One 32-element block of a quantized input row: d = max|x| / 127, q = round_half_even(x / d)
+// (0 when d = 0), s = d * sum(q); element j sits in q[q8_slot(j)]. The kernel's layout, byte
+// for byte.
+struct Q8Block {
+  float d, s;
+  int8_t q[32];
+};
+static_assert(sizeof(Q8Block) == 40, "matvec_q8.cl reads 40-byte blocks");
+// Where element j of a block is stored: each half's even elements, then its odd ones
+// (0 2 .. 14 | 1 3 .. 15 | 16 18 .. 30 | 17 .. 31; matvec_q8.cl says why).
+inline int q8_slot(int j) { return (j / 16) * 16 + (j % 2) * 8 + (j % 16) / 2; }
+
+// x: [n_rows][k], k a multiple of 32 -> [n_rows][k/32] blocks.
+std::vector<Q8Block> quantize_q8(const float* x, int n_rows, int k);
+
+// y[r*ldy + o] (+)= sum_b term(W[o] block b, xq[r] block b), the terms of matvec_q8.cl's header
+// (Q4_0: dw dx sum((qw-8) qx); Q4_1: dw dx sum(qw qx) + mw sx; Q8_0: dw dx sum(qw qx)) with the
+// integer sums exact and the rest in double. mag, when given, receives per output
+// ([n_rows][ldy], other entries 0) sum_b |dw dx| sum_k |qw_k qx_k| + |mw sx|: the magnitude a
+// float evaluation of partial sums rounds against (like sum_k |a_k b_k| for a float dot).
+void matvec_q8(TensorType t, const void* W, int rows, int cols, const Q8Block* xq, int n_rows, float* y, int ldy,
+               bool accumulate, std::vector<double>* mag = nullptr);
+
 // ---- layers (norm.cl, rope.cl, elementwise.cl) ------------------------------------------
 
 // out[r][i] = x[r][i] / sqrt(mean_i x[r][i]^2 + eps) * w[i]      x, out: [n_rows][n]
