@@ -8,8 +8,8 @@
 //   Xq: [n_rows][K/32] Q8 blocks of 40 bytes:     float d; float s; char q[32]
 //       d = max|x| / 127, q = round_half_even(x / d) (0 when d = 0), s = d * sum(q)
 //       q holds the block's elements in the order  0 2 4 .. 14 | 1 3 .. 15 | 16 18 .. 30 | 17 19 .. 31
-//       (even, odd of each half): the order in which a 16-bit lane of a weight row splits
-//       into its two bytes (Q8_0) or four nibbles (Q4_*), so no lane ever moves (below).
+//       (even, odd of each half): the order in which a 16-bit lane of a Q4 weight row splits
+//       into its four nibbles, so no lane ever moves (below).
 //   W:  [n_out][row_bytes] Q4_0, Q4_1 or Q8_0 blocks (WTYPE, quant_formats.cl)
 //   y:  [n_rows][ldy] float from y_off;  y[r][o] (+)= sum_b block_dot(W[o] block b, Xq[r] block b)
 //
@@ -17,13 +17,15 @@
 //   Q4_0: dw * dx * sum((qw - 8) * qx)
 //   Q4_1: dw * dx * sum(qw * qx) + mw * sx          (the min times the block's quantized input sum)
 //   Q8_0: dw * dx * sum(qw * qx)
-// A weight block is read as 16-bit lanes: lane i of the first 16 bytes holds bytes 2i and
-// 2i+1, i.e. Q8_0 elements 2i, 2i+1 (the second 16 bytes: 16+2i, 17+2i), or Q4 elements 2i,
-// 2i+1 (low nibbles) and 16+2i, 17+2i (high nibbles). Shifts and masks inside a lane give
-// 8-lane 16-bit vectors that line up with the input's four 8-element runs, and the products
-// are summed in 16 bits: |4 * 15 * 127|, |4 * 8 * 127| and |2 * 128 * 127| are < 2^15.
-// LLVM turns that into vpmullw/vpaddw (x86) or 16-bit mul/mla (NEON), with no shuffles and
-// no per-weight int->float conversion; one conversion per block and output remains.
+// Q4 weights are read as 16-bit lanes: lane i of the 16 quant bytes holds bytes 2i and 2i+1,
+// i.e. elements 2i, 2i+1 (low nibbles) and 16+2i, 17+2i (high nibbles). Shifts and masks
+// inside a lane give four 8-lane 16-bit vectors that line up with the input's four runs.
+// Q8_0 weights are sign-extended to 16 bits in element order and the input's runs are
+// interleaved back into element order once per block (shared by every row). Products are
+// summed in 16 bits: |4 * 15 * 127|, |4 * 8 * 127| and |2 * 128 * 127| are < 2^15. LLVM turns
+// this into vpmullw/vpaddw (x86) or 16-bit mul/mla (NEON) with no per-weight int->float
+// conversion; one conversion per block and output remains. Two rows share one 16-lane
+// vector (a 256-bit register on AVX2).
 // ACCUM (-D): add into y (fused residual add).
 
 #define Q8_BLOCK_BYTES 40
@@ -61,17 +63,27 @@ __kernel void quantize_q8(__global const float* x, const int K, const int n_rows
 // The float value of half bits h, exact for every finite half (subnormals included): the
 // exponent and mantissa moved into float position read as a float 2^-112 too small, which a
 // multiply by 2^112 corrects exactly (infinities and NaNs come out as finite 2^16 and up:
-// no weight scale is either). vload_half on CPUs without cl_khr_fp16 branches per value; in
-// this loop that cost as much as the integer dot itself.
+// no weight scale is either). PoCL's vload_half (CPUs have no cl_khr_fp16) branches per value;
+// this has no branch. Needs denormal floats kept (tested with subnormal scales).
 inline float half_bits_to_float(uint h) {
   const float mag = as_float((h & 0x7fffu) << 13) * 0x1.0p112f;
   return as_float(as_uint(mag) | ((h & 0x8000u) << 16));
 }
 
-#define ROWS 4
+#define ROWS 4  // even: rows go in pairs
+#if WTYPE == T_Q4_0
+#define W_BLOCK_BYTES 18
+#define W_QS 2
+#elif WTYPE == T_Q4_1
+#define W_BLOCK_BYTES 20
+#define W_QS 4
+#else
+#define W_BLOCK_BYTES 34
+#define W_QS 2
+#endif
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading
 // the input block once for all of them, as matvec.cl does. A float8 accumulator per output
-// takes each block's 8 pair-sums scaled by dw*dx, so the only horizontal sum is at the end.
+// takes each block's 8 lane sums scaled by dw*dx, so the only horizontal sum is at the end.
 __kernel void matvec_q8(__global const uchar* W, const int row_bytes, const int n_out, const int K,
                         __global const uchar* xq, const int n_rows, __global float* y, const int y_off,
                         const int ldy) {
@@ -85,6 +97,9 @@ __kernel void matvec_q8(__global const uchar* W, const int row_bytes, const int 
   float8 acc[ROWS];
   float accm[ROWS];  // Q4_1: sum of mw * sx
   for (int i = 0; i < ROWS; ++i) acc[i] = (float8)(0.0f), accm[i] = 0.0f;
+  // Rows past n_out read the last row again (in bounds); their sums are never written.
+  __global const uchar* rows[ROWS];
+  for (int i = 0; i < ROWS; ++i) rows[i] = w0 + (size_t)min(i, nr - 1) * row_bytes;
   for (int b = 0; b < nb; ++b) {
     __global const uchar* xb = xr + b * Q8_BLOCK_BYTES;
     const float2 ds = vload2(0, (__global const float*)xb);
@@ -93,37 +108,39 @@ __kernel void matvec_q8(__global const uchar* W, const int row_bytes, const int 
     const short8 x1 = convert_short8(vload8(1, xqb));  // 1 3 .. 15
     const short8 x2 = convert_short8(vload8(2, xqb));  // 16 18 .. 30
     const short8 x3 = convert_short8(vload8(3, xqb));  // 17 19 .. 31
-    for (int i = 0; i < ROWS; ++i) {
-      if (i >= nr) break;
-      __global const uchar* row = w0 + (size_t)i * row_bytes;
-#if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
-#if WTYPE == T_Q4_0
-      __global const uchar* blk = row + b * 18;
-      const short8 w = vload8(0, (__global const short*)(blk + 2));
-      const short8 off = (short8)(8);
-#else
-      __global const uchar* blk = row + b * 20;
-      const short8 w = vload8(0, (__global const short*)(blk + 4));
-      const short8 off = (short8)(0);
-      accm[i] = fma(half_bits_to_float(((__global const ushort*)blk)[1]), ds.y, accm[i]);
+#if WTYPE == T_Q8_0
+    const short16 XN0 = shuffle2(x0, x1, (ushort16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+    const short16 XN1 = shuffle2(x2, x3, (ushort16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15));
+#else  // each run twice: for the two rows of a pair
+    const short16 X0 = (short16)(x0, x0), X1 = (short16)(x1, x1), X2 = (short16)(x2, x2), X3 = (short16)(x3, x3);
 #endif
-      const short8 m = (short8)(15);
-      const short8 p = ((w & m) - off) * x0 + (((w >> 8) & m) - off) * x1 + (((w >> 4) & m) - off) * x2 +
-                       (((w >> 12) & m) - off) * x3;
-      const int8 s = convert_int8(p);
+    for (int i = 0; i < ROWS; i += 2) {
+      if (i >= nr) break;
+      __global const uchar* ba = rows[i] + b * W_BLOCK_BYTES;
+      __global const uchar* bb = rows[i + 1] + b * W_BLOCK_BYTES;
+#if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
+      const short16 w = (short16)(vload8(0, (__global const short*)(ba + W_QS)),
+                                  vload8(0, (__global const short*)(bb + W_QS)));
+      const short16 m = (short16)(15), off = (short16)(WTYPE == T_Q4_0 ? 8 : 0);
+      const short16 p = ((w & m) - off) * X0 + (((w >> 8) & m) - off) * X1 + (((w >> 4) & m) - off) * X2 +
+                        (((w >> 12) & m) - off) * X3;
+      const float16 s = convert_float16(convert_int16(p));
+#if WTYPE == T_Q4_1
+      accm[i] = fma(half_bits_to_float(((__global const ushort*)ba)[1]), ds.y, accm[i]);
+      accm[i + 1] = fma(half_bits_to_float(((__global const ushort*)bb)[1]), ds.y, accm[i + 1]);
+#endif
 #elif WTYPE == T_Q8_0
-      __global const uchar* blk = row + b * 34;
-      const short8 wa = vload8(0, (__global const short*)(blk + 2));
-      const short8 wb = vload8(1, (__global const short*)(blk + 2));
-      // (w << 8) >> 8 sign-extends the low byte of each lane; w >> 8 is the high byte.
-      const short8 pa = ((wa << 8) >> 8) * x0 + (wa >> 8) * x1;
-      const short8 pb = ((wb << 8) >> 8) * x2 + (wb >> 8) * x3;
-      const int8 s = convert_int8(pa) + convert_int8(pb);
+      const short16 pa = convert_short16(vload16(0, (__global const char*)(ba + W_QS))) * XN0 +
+                         convert_short16(vload16(1, (__global const char*)(ba + W_QS))) * XN1;
+      const short16 pb = convert_short16(vload16(0, (__global const char*)(bb + W_QS))) * XN0 +
+                         convert_short16(vload16(1, (__global const char*)(bb + W_QS))) * XN1;
+      const float16 s = (float16)(convert_float8(convert_int8(pa.lo) + convert_int8(pa.hi)),
+                                  convert_float8(convert_int8(pb.lo) + convert_int8(pb.hi)));
 #else
 #error "matvec_q8 reads Q4_0, Q4_1 or Q8_0 weights"
 #endif
-      const float dw = half_bits_to_float(((__global const ushort*)blk)[0]);
-      acc[i] = fma(convert_float8(s), (float8)(dw * ds.x), acc[i]);
+      acc[i] = fma(s.lo, (float8)(half_bits_to_float(((__global const ushort*)ba)[0]) * ds.x), acc[i]);
+      acc[i + 1] = fma(s.hi, (float8)(half_bits_to_float(((__global const ushort*)bb)[0]) * ds.x), acc[i + 1]);
     }
   }
   for (int i = 0; i < nr; ++i) {

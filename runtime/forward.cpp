@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "model_loader/quant.h"
 #include "runtime/cl_error.h"
 #include "runtime/ops.h"
 
@@ -90,7 +91,9 @@ void Forward::set_input(const cl::Buffer& in, int n, int k) {
 
 void Forward::project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
   if (input_rows_ > kMatvecMaxRows) return gemm_.multiply(W, out, ldo, col, accumulate);
-  if (ctx_.tuning().matvec_int8 && ops::matvec_q8_supports(W.type)) {
+  const auto& int8_types = ctx_.tuning().matvec_int8;
+  if (ops::matvec_q8_supports(W.type) &&
+      std::find(int8_types.begin(), int8_types.end(), quant::traits(W.type).name) != int8_types.end()) {
     // Quantized once per input, on its first integer product (q|k|v share one, gate|up one).
     if (!input_q8_) ops::quantize_q8(ctx_, *input_, input_rows_, input_cols_, xq_);
     input_q8_ = true;

@@ -41,8 +41,8 @@ class Forward {
  private:
   // Projections of one input: set_input once, then project() per weight matrix:
   // out[:, col .. col+W.rows) (+)= in[n][W.cols] W^T. Few rows (decode) read the quantized
-  // weights directly (matvec, or matvec_q8 over the input quantized to 8 bits where the tuning
-  // says matvec_int8); more go through the GEMM layer.
+  // weights directly (matvec, or matvec_q8 over the input quantized to 8 bits for the weight
+  // types the tuning's matvec_int8 lists); more go through the GEMM layer.
   void set_input(const cl::Buffer& in, int n, int k);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
 

@@ -40,10 +40,16 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
                     j[k].dump());
-  if (j.contains("matvec_int8") && !j["matvec_int8"].is_boolean())
-    throw ClError("platforms/tuning.json: 'matvec_int8' must be true or false, got " + j["matvec_int8"].dump());
+  if (j.contains("matvec_int8")) {
+    bool ok = j["matvec_int8"].is_array();
+    for (const auto& v : ok ? j["matvec_int8"] : nlohmann::json::array())
+      ok = ok && v.is_string() && (v == "Q4_0" || v == "Q4_1" || v == "Q8_0");
+    if (!ok)
+      throw ClError("platforms/tuning.json: 'matvec_int8' must be a list of weight types among \"Q4_0\", \"Q4_1\", "
+                    "\"Q8_0\", got " + j["matvec_int8"].dump());
+  }
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
-  t.matvec_int8 = j.value("matvec_int8", t.matvec_int8);
+  if (j.contains("matvec_int8")) t.matvec_int8 = j["matvec_int8"].get<std::vector<std::string>>();
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);

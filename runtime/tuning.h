@@ -2,6 +2,7 @@
 // vendor -> device with defaults. Nothing else in the code looks at device names.
 #pragma once
 #include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include "runtime/device.h"
 
@@ -19,7 +20,8 @@ struct Tuning {
   int attention_tile_rows = 0;         // query rows per work-group in attention_tiled (1 = untiled)
   int attention_key_tile = 0;          // keys staged in local memory per step
   int prefill_chunk = 0;               // tokens per prefill step
-  bool matvec_int8 = false;            // decode products of Q4_0/Q4_1/Q8_0 in integers (matvec_q8.cl)
+  std::vector<std::string> matvec_int8;  // weight types ("Q4_0", "Q4_1", "Q8_0") whose decode
+                                        // products run in integers (matvec_q8.cl); others: float
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;

@@ -98,6 +98,11 @@ TEST_P(MatvecQ8Types, MatchesIntegerReference) {
   for (int k : kWidths) {
     const int rows = 45;  // odd, and not a multiple of the 4 outputs per work-item
     auto W = make_weight(t, rows, k, 200 + k);
+    // Subnormal half scales (d, and Q4_1's m) in row 0 block 0: the kernel converts halves
+    // itself (matvec_q8.cl), and must get these right too.
+    W.blocks[0] = 0x00, W.blocks[1] = 0x02;  // d = 2^-15 (0x0200)
+    if (t == TensorType::Q4_1) W.blocks[2] = 0x01, W.blocks[3] = 0x81;  // m = -(2^-24 + 2^-16)
+    ctx().write(W.dev.buf, W.blocks.data(), W.blocks.size());
     const int ldy = rows + 3;
     const size_t y_off = 5;
     for (int n_rows = 1; n_rows <= 4; ++n_rows)

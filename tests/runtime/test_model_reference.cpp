@@ -183,10 +183,13 @@ TEST(ModelReferenceInt8Matvec, DecodeMatchesLlamaCppAndTheFloatPath) {
   auto decode_all = [&](bool int8, const std::vector<TokenId>& tokens) {
     EngineOptions o;
     o.model_path = test::real_model_path();
-    o.tuning_overrides = {{"matvec_int8", int8}};
+    // Every type the integer path takes (the model's Q4_1 layers and Q8_0 LM head), or none.
+    const std::vector<std::string> types = int8 ? std::vector<std::string>{"Q4_0", "Q4_1", "Q8_0"}
+                                                : std::vector<std::string>{};
+    o.tuning_overrides = {{"matvec_int8", types}};
     Engine engine(o);
     engine.prepare(512);
-    EXPECT_EQ(engine.context().tuning().matvec_int8, int8);
+    EXPECT_EQ(engine.context().tuning().matvec_int8, types);
     for (TokenId t : tokens) engine.forward().eval({t});
     return engine.forward().last_logits();
   };
