@@ -50,7 +50,8 @@ GemmLayer make_gemm(cl::Context& ctx, int max_chunk, const Sizes& s) {
 cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, int lm_tile) {
   Sizes s = sizes(cfg, max_chunk, lm_tile);
   cl::MemoryPlan p = GemmLayer::plan(gemm_backend, max_chunk, s.widest_in, s.largest_weight);
-  p[cl::MemCategory::Activations] = s.ids * (1 + cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8;
+  p[cl::MemCategory::Activations] =
+      s.ids * (1 + cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8;
   p[cl::MemCategory::Scratch] = s.logits;
   return p;
 }
