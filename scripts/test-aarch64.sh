@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-slow_under_emulation='^(CliPot|CliOutputs|ModelReference|ModelReferenceF16Kv|MemoryPotRealModel|KvTypes/KvStoreTest|Tune|PotSelectKernel|PotSnapshotCli|Profile|Bench)[.]|RealModel'
+slow_under_emulation='^(CliPot|CliOutputs|ModelReference|ModelReferenceF16Kv|ModelReferenceInt8Matvec|MemoryPotRealModel|KvTypes/KvStoreTest|Tune|PotSelectKernel|PotSnapshotCli|Profile|Bench)[.]|RealModel|OutOfResourcesMidGeneration'
 exclude=${INFINIPOT_AARCH64_EXCLUDE:-$slow_under_emulation}
 
 dev_pkgs=(ocl-icd-opencl-dev:arm64 libclblast-dev:arm64 libfmt-dev:arm64 libpcre2-dev:arm64
