@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${INFINIPOT_ASAN_BUILD_DIR:-$root/build-asan}
 jobs=${INFINIPOT_JOBS:-$(nproc)}
 "$root/scripts/deps.sh"
-"$root/scripts/fetch-model.sh" >/dev/null
+"$root/scripts/fetch-model.sh" all >/dev/null
 
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)

@@ -16,6 +16,8 @@
 # <cache> = ${XDG_CACHE_HOME:-$HOME/.cache}/infinipot/llama.cpp
 # Env: LLAMA_CPP_SDIST=/path/to/llama_cpp_python-<ver>.tar.gz uses a local copy (sha-checked).
 #      JOBS (default 2).
+#      TARGETS="llama-tokenize" builds only those targets (default: all five below); the
+#      python package needs only the shared libraries, which every target builds.
 set -euo pipefail
 
 LCP_VERSION=0.3.36   # llama-cpp-python; vendors llama.cpp ggml-org/llama.cpp@0c1e57098
@@ -101,6 +103,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     "${isa[@]}" >&2
 fi
 targets=(llama-perplexity llama-bench llama-tokenize llama-completion llama-simple)
+[ -n "${TARGETS:-}" ] && read -r -a targets <<< "$TARGETS"
 log "building ${targets[*]} (-j$jobs)"
 t0=$(date +%s)
 cmake --build "$build" --config Release -j "$jobs" --target "${targets[@]}" >&2
