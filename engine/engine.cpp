@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <utility>
 
+#include "model_loader/runnable.h"
 #include "pot/policy_registry.h"
 #include "runtime/trace.h"
 
@@ -11,10 +13,13 @@ namespace infinipot {
 
 Engine::Engine(const EngineOptions& opts)
     : load_span_(std::make_unique<trace::Span>("load", "load model (GGUF, tokenizer)")),
-      opts_(opts), file_(gguf::GgufFile::open(opts.model_path)), cfg_(read_llama_config(file_)),
-      table_(map_weights(file_, cfg_)) {
-  tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file_));
-  template_ = std::make_unique<ChatTemplate>(ChatTemplate::from_gguf(file_));
+      opts_(opts), file_(gguf::GgufFile::open(opts.model_path)) {
+  // The checks `inspect` reports as "cannot run: ..." (model_loader/runnable.h).
+  RunnableModel m = load_runnable_model(file_);
+  cfg_ = std::move(m.config);
+  table_ = std::move(m.weights);
+  tokenizer_ = std::make_unique<Tokenizer>(std::move(m.tokenizer));
+  template_ = std::make_unique<ChatTemplate>(std::move(m.chat_template));
   load_span_.reset();
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "model_loader/quant.h"
+#include "model_loader/runnable.h"
 
 namespace infinipot {
 namespace {
@@ -134,7 +135,10 @@ json inspect_json(const GgufFile& file) {
                        {"offset", t.offset},
                        {"n_bytes", t.n_bytes}});
   }
-  return json{{"version", file.version()},
+  const Runnability verdict = check_runnable(file);
+  return json{{"runnable", verdict.runnable},
+              {"cannot_run", verdict.runnable ? json(nullptr) : json(valid_utf8(verdict.reason))},
+              {"version", file.version()},
               {"alignment", file.alignment()},
               {"file_size", file.file_size()},
               {"data_offset", file.data_offset()},
@@ -168,6 +172,9 @@ std::string inspect_text(const GgufFile& file) {
     out += fmt::format("  {:<8} {:>6} tensors {:>14} bytes ({})\n", name, s.count, s.bytes, mib(s.bytes));
   }
   out += fmt::format("total tensor data: {} bytes ({})\n", total, mib(total));
+  const Runnability verdict = check_runnable(file);
+  if (verdict.runnable) out += "\nrunnable: yes (this runtime can run it)\n";
+  else out += fmt::format("\ncannot run: {}\n", valid_utf8(verdict.reason));
   return out;
 }
 

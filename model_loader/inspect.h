@@ -7,7 +7,8 @@
 
 namespace infinipot {
 
-// {"version", "alignment", "file_size", "data_offset",
+// {"runnable": bool, "cannot_run": why not (null when runnable; check_runnable in runnable.h),
+//  "version", "alignment", "file_size", "data_offset",
 //  "metadata": {key: value},
 //  "tensors": [{"name", "type", "shape", "offset", "n_bytes"}]}
 // Arrays longer than 16 elements become
@@ -16,7 +17,8 @@ namespace infinipot {
 nlohmann::json inspect_json(const gguf::GgufFile& file);
 
 // A readable summary: version and counts, the key hyperparameters and tokenizer settings,
-// a tensor type histogram and the total tensor bytes.
+// a tensor type histogram and the total tensor bytes, then "runnable: yes ..." or
+// "cannot run: <reason>".
 std::string inspect_text(const gguf::GgufFile& file);
 
 }  // namespace infinipot

@@ -21,6 +21,7 @@ using gguf::TensorType;
 namespace {
 
 constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+constexpr int64_t kDeviceRowMultiple = 32;
 
 [[noreturn]] void fail(const GgufFile& f, const std::string& msg) {
   throw GgufError(f.path() + ": " + msg);
@@ -82,6 +83,12 @@ const TensorInfo* require_tensor(const GgufFile& f, const std::string& name,
   if (!tr.on_device) {
     fail(f, fmt::format("tensor '{}' has type {}, which is not supported (supported: {})", name,
                         tr.name, supported_type_names()));
+  }
+  // The device matrix kernels read rows in 32-element steps (runtime/model_weights.cpp checks
+  // it again at upload); refusing here says so before any device work, and lets inspect say it.
+  if (!is_norm && t->shape[0] % kDeviceRowMultiple != 0) {
+    fail(f, fmt::format("tensor '{}' has rows of {} elements; the device kernels need a multiple of {}",
+                        name, t->shape[0], kDeviceRowMultiple));
   }
   return t;
 }

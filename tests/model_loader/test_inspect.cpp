@@ -1,11 +1,16 @@
 // inspect_json / inspect_text: structure, long-array summaries, invalid UTF-8 that must
-// still dump, and the real model's summary.
+// still dump, the real models' summaries, and the verdict on whether this runtime can run the
+// file (every model-level fault of test_model_config.cpp is also checked there through
+// inspect; the tokenizer and chat-template refusals are checked here).
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "model_loader/gguf.h"
 #include "model_loader/gguf_writer.h"
 #include "model_loader/inspect.h"
 #include "model_loader/tiny_model.h"
+#include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {
@@ -72,6 +77,51 @@ TEST(Inspect, TextSummary) {
   EXPECT_NE(text.find("bytes)"), std::string::npos);  // the long template is cut
 }
 
+TEST(Inspect, TinyModelIsRunnable) {
+  const std::vector<uint8_t> bytes = tiny_llama_bytes({});
+  GgufFile f = GgufFile::from_memory(bytes.data(), bytes.size(), "tiny.gguf");
+  const json j = inspect_json(f);
+  EXPECT_EQ(j["runnable"], true);
+  EXPECT_TRUE(j["cannot_run"].is_null());
+  const std::string text = inspect_text(f);
+  EXPECT_NE(text.find("\nrunnable: yes"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cannot run"), std::string::npos) << text;
+}
+
+// A sound container whose tokenizer or chat template `run` refuses: inspect still lists it
+// and says why it cannot run.
+TEST(Inspect, TokenizerAndTemplateRefusalsAreReported) {
+  struct Case {
+    const char* what;
+    std::function<void(gguf::GgufWriter&)> change;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"tokenizer model", [](gguf::GgufWriter& w) { w.replace("tokenizer.ggml.model", gguf::value_string("bert")); },
+       "unsupported tokenizer model tokenizer.ggml.model = \"bert\""},
+      {"no tokenizer", [](gguf::GgufWriter& w) { w.erase("tokenizer.ggml.model"); }, "missing tokenizer.ggml.model"},
+      {"no merges", [](gguf::GgufWriter& w) { w.erase("tokenizer.ggml.merges"); }, "missing tokenizer.ggml.merges"},
+      {"pre-tokenizer", [](gguf::GgufWriter& w) { w.replace("tokenizer.ggml.pre", gguf::value_string("klingon")); },
+       "klingon"},
+      {"chat template", [](gguf::GgufWriter& w) {
+         w.replace("tokenizer.chat_template", gguf::value_string("{{ bos_token }}[INST] {{ m }} [/INST]"));
+       }, "template"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    gguf::GgufWriter w = tiny_llama_writer({});
+    c.change(w);
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    GgufFile f = GgufFile::from_memory(bytes.data(), bytes.size(), "tiny.gguf");
+    const json j = inspect_json(f);
+    EXPECT_EQ(j["runnable"], false);
+    ASSERT_TRUE(j["cannot_run"].is_string());
+    EXPECT_NE(j["cannot_run"].get<std::string>().find(c.reason), std::string::npos) << j["cannot_run"];
+    const std::string text = inspect_text(f);
+    EXPECT_NE(text.find("\ncannot run: " + j["cannot_run"].get<std::string>() + "\n"), std::string::npos) << text;
+  }
+}
+
 TEST(Inspect, RealModel) {
   const std::string path = test::real_model_path();
   ASSERT_FALSE(path.empty());
@@ -83,6 +133,40 @@ TEST(Inspect, RealModel) {
   EXPECT_EQ(j["metadata"]["llama.rope.freq_base"], 100000.0);
   EXPECT_EQ(j["metadata"]["tokenizer.ggml.merges"]["length"], 48900);
   EXPECT_NO_THROW(j.dump());
+  EXPECT_EQ(j["runnable"], true);
+  EXPECT_NE(text.find("\nrunnable: yes"), std::string::npos) << text;
+}
+
+// Gemma 3 is a sound container this runtime cannot run yet: the first missing piece is the
+// architecture itself.
+TEST(Inspect, GemmaModelCannotRunYet) {
+  const std::string path = test::gemma_model_path();
+  ASSERT_FALSE(path.empty());
+  GgufFile f = GgufFile::open(path);
+  const json j = inspect_json(f);
+  EXPECT_EQ(j["metadata"]["general.architecture"], "gemma3");
+  EXPECT_EQ(j["runnable"], false);
+  EXPECT_EQ(j["cannot_run"], "unsupported architecture 'gemma3' (general.architecture): only 'llama' is supported");
+  const std::string text = inspect_text(f);
+  EXPECT_NE(text.find("\ncannot run: unsupported architecture 'gemma3'"), std::string::npos) << text;
+}
+
+// The command: a sound container lists with exit 0 whether or not it can run.
+TEST(Inspect, CommandExitsZeroAndSaysWhetherItCanRun) {
+  const std::string smol = test::real_model_path(), gemma = test::gemma_model_path();
+  ASSERT_FALSE(smol.empty());
+  ASSERT_FALSE(gemma.empty());
+  test::ProcResult r = test::run_infinipot({"inspect", "-m", smol});
+  ASSERT_TRUE(test::succeeded(r));
+  EXPECT_NE(r.out.find("\nrunnable: yes"), std::string::npos) << r.out;
+  r = test::run_infinipot({"inspect", "-m", gemma});
+  ASSERT_TRUE(test::succeeded(r));
+  EXPECT_NE(r.out.find("\ncannot run: unsupported architecture 'gemma3'"), std::string::npos) << r.out;
+  r = test::run_infinipot({"inspect", "-m", gemma, "--json"});
+  ASSERT_TRUE(test::succeeded(r));
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["runnable"], false);
+  EXPECT_NE(j["cannot_run"].get<std::string>().find("gemma3"), std::string::npos);
 }
 
 }  // namespace

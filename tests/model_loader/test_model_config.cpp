@@ -9,8 +9,10 @@
 #include <set>
 
 #include "model_loader/gguf.h"
+#include "model_loader/inspect.h"
 #include "model_loader/model_config.h"
 #include "model_loader/quant.h"
+#include "model_loader/runnable.h"
 #include "model_loader/tiny_model.h"
 #include "tests/support/gguf_test_util.h"
 
@@ -243,18 +245,48 @@ TEST(RealModel, SmolLM2Config) {
   expect_shape(w.layers[0].w_down, {1536, 576});
 }
 
-// A tiny model writer with one change applied, then config + weights read.
+// A tiny model writer with one change applied, then config + weights read. Every such fault
+// must also make `inspect` say the model cannot run, with the same reason (less the file
+// name) on its "cannot run:" line and in its JSON.
 ::testing::AssertionResult broken(const std::function<void(GgufWriter&)>& change,
                                   std::initializer_list<std::string_view> needles) {
   GgufWriter w = tiny_llama_writer({});
   change(w);
   const std::vector<uint8_t> bytes = w.to_bytes();
-  return throws_gguf_error(
+  std::string message;
+  ::testing::AssertionResult refused = throws_gguf_error(
       [&] {
         GgufFile f = GgufFile::from_memory(bytes.data(), bytes.size(), "tiny.gguf");
-        map_weights(f, read_llama_config(f));
+        try {
+          map_weights(f, read_llama_config(f));
+        } catch (const gguf::GgufError& e) {
+          message = e.what();
+          throw;
+        }
       },
       needles);
+  if (!refused) return refused;
+  const std::string prefix = "tiny.gguf: ";
+  if (message.compare(0, prefix.size(), prefix) != 0) {
+    return ::testing::AssertionFailure() << "message does not start with the file name: " << message;
+  }
+  const std::string reason = message.substr(prefix.size());
+  GgufFile f = GgufFile::from_memory(bytes.data(), bytes.size(), "tiny.gguf");
+  const Runnability verdict = check_runnable(f);
+  if (verdict.runnable || verdict.reason != reason) {
+    return ::testing::AssertionFailure() << "check_runnable: runnable=" << verdict.runnable << " reason \""
+                                         << verdict.reason << "\", expected \"" << reason << "\"";
+  }
+  const std::string text = inspect_text(f);
+  if (text.find("\ncannot run: " + reason + "\n") == std::string::npos) {
+    return ::testing::AssertionFailure() << "inspect_text lacks \"cannot run: " << reason << "\":\n" << text;
+  }
+  const nlohmann::json j = inspect_json(f);
+  if (j.at("runnable") != false || j.at("cannot_run") != reason) {
+    return ::testing::AssertionFailure() << "inspect_json: runnable=" << j.at("runnable")
+                                         << " cannot_run=" << j.at("cannot_run");
+  }
+  return refused;
 }
 
 TEST(ModelConfigErrors, MissingRequiredKeys) {
@@ -325,6 +357,20 @@ TEST(ModelConfigErrors, UnsupportedTypes) {
         w.add_tensor("blk.0.attn_q.weight", TensorType::BF16, {64, 64}, std::vector<uint8_t>(64 * 64 * 2));
       },
       {"'blk.0.attn_q.weight' has type BF16, which is not supported", "supported: F32, F16, Q4_0"}));
+}
+
+TEST(ModelConfigErrors, RowsTheDeviceKernelsCannotRead) {
+  TinyLlamaOptions o;
+  o.n_embd = 48;  // F32 allows any row length; the device matrix kernels need multiples of 32
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  Loaded m = load(tiny_llama_writer(o));
+  EXPECT_TRUE(throws_gguf_error([&] { map_weights(m.file, read_llama_config(m.file)); },
+                                {"tensor 'token_embd.weight' has rows of 48 elements",
+                                 "need a multiple of 32"}));
+  const Runnability verdict = check_runnable(m.file);
+  EXPECT_FALSE(verdict.runnable);
+  EXPECT_NE(verdict.reason.find("rows of 48 elements"), std::string::npos) << verdict.reason;
 }
 
 TEST(ModelConfigErrors, UnsupportedArchitecture) {

@@ -132,4 +132,27 @@ std::string real_model_path() {
   return env;
 }
 
+std::string gemma_model_path() {
+  std::string path;
+  if (const char* env = std::getenv("INFINIPOT_GEMMA_MODEL"); env != nullptr && *env != '\0') {
+    path = env;
+  } else {
+#ifdef INFINIPOT_TEST_GEMMA_MODEL_PATH
+    path = INFINIPOT_TEST_GEMMA_MODEL_PATH;
+#endif
+  }
+  if (path.empty()) {
+    ADD_FAILURE() << "INFINIPOT_GEMMA_MODEL is not set and no path was compiled in: set it to "
+                     "models/gemma-3-270m-q4_k_m.gguf (scripts/fetch-model.sh gemma3 downloads it)";
+    return "";
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    ADD_FAILURE() << "the Gemma 3 model " << path << " is missing: run scripts/fetch-model.sh gemma3 "
+                     "to download gemma-3-270m-q4_k_m.gguf";
+    return "";
+  }
+  return path;
+}
+
 }  // namespace infinipot::test

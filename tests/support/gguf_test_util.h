@@ -68,4 +68,9 @@ std::vector<uint8_t> read_file(const std::string& path);
 // tests of the real model must fail, not skip, when it is absent.
 std::string real_model_path();
 
+// The Gemma 3 270M model (models/gemma-3-270m-q4_k_m.gguf): $INFINIPOT_GEMMA_MODEL, else the
+// path tests/CMakeLists.txt compiles in (INFINIPOT_TEST_GEMMA_MODEL). Like real_model_path,
+// "" and a recorded failure naming `scripts/fetch-model.sh gemma3` when the file is missing.
+std::string gemma_model_path();
+
 }  // namespace infinipot::test
