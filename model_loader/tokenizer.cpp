@@ -1,8 +1,9 @@
-// Byte-level BPE tokenizer. The pipeline, as in llama.cpp's llama_tokenize:
+// The tokenizer pipeline shared by every GGUF tokenizer family, as in llama.cpp's
+// llama_tokenize:
 //   1. special-token split: texts of control / user-defined / unknown tokens found in the raw
 //      bytes become those tokens (longest token text first, each over the whole text);
-//   2. pre-tokenizer regex cascade on each remaining fragment (pretokenizer.h);
-//   3. each word's bytes mapped to the GPT-2 byte alphabet, then BPE merges (bpe.h).
+//   2. the remaining raw fragments go to the family's model (tokenizer_model.h): byte-level
+//      BPE for "gpt2" (tokenizer_bpe.cpp), SentencePiece for "llama" (tokenizer_spm.cpp).
 #include "model_loader/tokenizer.h"
 
 #include <fmt/format.h>
@@ -12,9 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "model_loader/bpe.h"
-#include "model_loader/pretokenizer.h"
-#include "model_loader/unicode_utf8.h"
+#include "model_loader/tokenizer_model.h"
 
 namespace infinipot {
 
@@ -56,30 +55,8 @@ TokenId optional_id(const gguf::GgufFile& file, const std::string& key, size_t n
   return static_cast<TokenId>(v);
 }
 
-// llama.cpp's rendering of a normal token: every character is one byte of the byte-level
-// alphabet; a character outside it is shown as [UNK_BYTE_0x..] followed by the token text.
-std::string decode_byte_level(const std::string& text) {
-  const auto& alphabet = utf8::ByteAlphabet::get();
-  std::string out;
-  for (size_t pos = 0; pos < text.size();) {
-    const uint32_t cp = utf8::decode_lenient(text, pos);
-    const int byte = alphabet.decode(cp);
-    if (byte >= 0) {
-      out.push_back(static_cast<char>(byte));
-      continue;
-    }
-    out += "[UNK_BYTE_0x";
-    std::string encoded;
-    utf8::append(encoded, cp);
-    for (char c : encoded) out += fmt::format("{:02x}", static_cast<uint8_t>(c));
-    out += text;  // llama.cpp appends the whole token text
-    out += "]";
-  }
-  return out;
-}
-
-// "<0xAB>" -> 0xAB, else -1. gpt2 vocabularies rarely have byte tokens; llama.cpp aborts on
-// them, we render the byte.
+// "<0xAB>" -> 0xAB, else -1. SentencePiece vocabularies have all 256; gpt2 ones rarely have
+// any (llama.cpp aborts on them, we render the byte).
 int parse_byte_token(const std::string& text) {
   if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
   auto hex = [](char c) -> int {
@@ -92,32 +69,20 @@ int parse_byte_token(const std::string& text) {
   return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
 }
 
-// A piece of the input: raw text [begin, begin+len) when token < 0, else a special token.
-struct Fragment {
-  TokenId token;
-  size_t begin, len;
-};
-
 }  // namespace
 
 struct Tokenizer::Impl {
-  Impl(std::vector<std::string> token_texts, const std::vector<std::string>& merges, PreTokenizer pre_tok)
-      : texts(std::move(token_texts)), bpe(texts, merges), pre(std::move(pre_tok)) {}
-
-  std::vector<std::string> texts;   // vocabulary, byte-level alphabet text
+  std::vector<std::string> texts;   // vocabulary, as stored (byte-level alphabet or "▁" text)
   std::vector<int64_t> types;       // TokenType per token
   std::vector<std::string> pieces;  // rendered text per token (specials rendered)
   std::vector<bool> hidden;         // control/unknown: rendered only with render_special
-  BpeMerges bpe;
-  PreTokenizer pre;
+  std::unique_ptr<TokenizerModel> model;
   std::vector<TokenId> specials;    // matched in raw text, longest text first
   std::vector<TokenId> end_of_generation;
   TokenId bos = -1, eos = -1, eot = -1;
   bool add_bos = false;
 
   std::vector<Fragment> split_specials(const std::string& text, bool parse_special) const;
-  void encode_fragment(std::string_view text, std::vector<TokenId>& out,
-                       std::unordered_map<std::string, std::vector<TokenId>>& cache) const;
 };
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -128,23 +93,20 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
   if (!file.has("tokenizer.ggml.model")) throw TokenizerError("missing tokenizer.ggml.model");
   const std::string model = file.get_string("tokenizer.ggml.model");
-  if (model != "gpt2") {
+  if (model != "gpt2" && model != "llama") {
     throw TokenizerError(fmt::format(
-        "unsupported tokenizer model tokenizer.ggml.model = \"{}\" (only \"gpt2\" byte-level BPE is supported)",
+        "unsupported tokenizer model tokenizer.ggml.model = \"{}\" (supported: \"gpt2\" byte-level BPE, "
+        "\"llama\" SentencePiece)",
         model));
   }
-  // llama.cpp also takes a missing pre-tokenizer as "default" (with a warning).
-  const std::string pre = file.has("tokenizer.ggml.pre") ? file.get_string("tokenizer.ggml.pre") : "default";
-  PreTokenizer pre_tok = PreTokenizer::for_name(pre);
-
-  std::vector<std::string> texts = file.get_string_array("tokenizer.ggml.tokens");
-  if (texts.empty()) throw TokenizerError("tokenizer.ggml.tokens is empty");
-  const size_t n = texts.size();
+  if (!file.has("tokenizer.ggml.tokens")) throw TokenizerError("missing tokenizer.ggml.tokens (the vocabulary)");
+  auto impl = std::make_unique<Impl>();
+  impl->texts = file.get_string_array("tokenizer.ggml.tokens");
+  if (impl->texts.empty()) throw TokenizerError("tokenizer.ggml.tokens is empty");
+  const size_t n = impl->texts.size();
   if (n > static_cast<size_t>(INT32_MAX)) throw TokenizerError(fmt::format("vocabulary too large: {} tokens", n));
-  if (!file.has("tokenizer.ggml.merges")) throw TokenizerError("missing tokenizer.ggml.merges (required for gpt2 BPE)");
-  const std::vector<std::string> merges = file.get_string_array("tokenizer.ggml.merges");
+  impl->model = model == "gpt2" ? make_bpe_model(file, impl->texts) : make_spm_model(file, impl->texts);
 
-  auto impl = std::make_unique<Impl>(std::move(texts), merges, std::move(pre_tok));
   if (file.has("tokenizer.ggml.token_type")) {
     impl->types = file.get_int_array("tokenizer.ggml.token_type");
     if (impl->types.size() != n) {
@@ -155,16 +117,20 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
     impl->types.assign(n, kNormal);
   }
 
-  impl->bos = optional_id(file, "tokenizer.ggml.bos_token_id", n);
-  impl->eos = optional_id(file, "tokenizer.ggml.eos_token_id", n);
+  // The family's defaults apply when a key is absent (SentencePiece: BOS 1, EOS 2, add BOS).
+  const auto default_id = [n](TokenId id) { return id >= 0 && static_cast<size_t>(id) < n ? id : -1; };
+  impl->bos = file.has("tokenizer.ggml.bos_token_id") ? optional_id(file, "tokenizer.ggml.bos_token_id", n)
+                                                      : default_id(impl->model->default_bos());
+  impl->eos = file.has("tokenizer.ggml.eos_token_id") ? optional_id(file, "tokenizer.ggml.eos_token_id", n)
+                                                      : default_id(impl->model->default_eos());
   impl->eot = optional_id(file, "tokenizer.ggml.eot_token_id", n);
-  impl->add_bos = file.get_bool("tokenizer.ggml.add_bos_token", false);
+  impl->add_bos = file.get_bool("tokenizer.ggml.add_bos_token", impl->model->default_add_bos());
   for (const char* text : kEndOfTurnTexts) {
     if (impl->eot >= 0) break;
-    impl->eot = impl->bpe.find(text);
+    impl->eot = impl->model->find(text);
   }
   for (const char* text : kEndOfGenerationTexts) {
-    const TokenId id = impl->bpe.find(text);
+    const TokenId id = impl->model->find(text);
     if (id < 0) continue;
     impl->types[id] = kControl;
     impl->end_of_generation.push_back(id);
@@ -187,11 +153,11 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
         impl->pieces[id] = text;
         break;
       case kNormal:
-        impl->pieces[id] = decode_byte_level(text);
+        impl->pieces[id] = impl->model->render_normal(text);
         break;
       case kByte: {
         const int byte = parse_byte_token(text);
-        impl->pieces[id] = byte >= 0 ? std::string(1, static_cast<char>(byte)) : decode_byte_level(text);
+        impl->pieces[id] = byte >= 0 ? std::string(1, static_cast<char>(byte)) : impl->model->render_normal(text);
         break;
       }
       default:  // unused / undefined render as nothing, like llama.cpp
@@ -237,39 +203,11 @@ std::vector<Fragment> Tokenizer::Impl::split_specials(const std::string& text, b
   return frags;
 }
 
-void Tokenizer::Impl::encode_fragment(std::string_view text, std::vector<TokenId>& out,
-                                      std::unordered_map<std::string, std::vector<TokenId>>& cache) const {
-  const auto& alphabet = utf8::ByteAlphabet::get();
-  std::string encoded;
-  for (const std::string& word : pre.split(text)) {
-    encoded.clear();
-    for (char c : word) encoded += alphabet.encode(static_cast<uint8_t>(c));
-    if (pre.ignore_merges()) {
-      const TokenId whole = bpe.find(encoded);
-      if (whole >= 0) {
-        out.push_back(whole);
-        continue;
-      }
-    }
-    auto [it, inserted] = cache.try_emplace(encoded);
-    if (inserted) bpe.encode_word(encoded, it->second);
-    out.insert(out.end(), it->second.begin(), it->second.end());
-  }
-}
-
 std::vector<TokenId> Tokenizer::encode(const std::string& text, bool add_bos, bool parse_special) const {
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && impl_->bos >= 0) out.push_back(impl_->bos);
-  // Words repeat a lot in real text; merging each distinct word once is most of the speed.
-  std::unordered_map<std::string, std::vector<TokenId>> cache;
-  for (const Fragment& f : impl_->split_specials(text, parse_special)) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-    } else {
-      impl_->encode_fragment(std::string_view(text).substr(f.begin, f.len), out, cache);
-    }
-  }
+  impl_->model->encode(text, impl_->split_specials(text, parse_special), out);
   return out;
 }
 
@@ -284,6 +222,12 @@ std::string Tokenizer::decode_token(TokenId id, bool render_special) const {
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool render_special) const {
   std::string out;
   for (TokenId id : ids) out += decode_token(id, render_special);
+  // SentencePiece's added prefix space comes off again (llama.cpp's llama_detokenize does the
+  // same to the first token's text).
+  if (!ids.empty() && impl_->model->strips_space_prefix()) {
+    const std::string first = decode_token(ids.front(), render_special);
+    if (!first.empty() && first.front() == ' ') out.erase(0, 1);
+  }
   return out;
 }
 
@@ -297,10 +241,10 @@ bool Tokenizer::is_end_of_generation(TokenId id) const {
   return id >= 0 && std::find(eog.begin(), eog.end(), id) != eog.end();
 }
 
-TokenId Tokenizer::find_token(const std::string& text) const { return impl_->bpe.find(text); }
+TokenId Tokenizer::find_token(const std::string& text) const { return impl_->model->find(text); }
 
 bool Tokenizer::add_bos_default() const { return impl_->add_bos; }
-const std::string& Tokenizer::pre_tokenizer() const { return impl_->pre.name(); }
+const std::string& Tokenizer::pre_tokenizer() const { return impl_->model->pre_tokenizer(); }
 
 const std::string& Tokenizer::token_text(TokenId id) const {
   if (id < 0 || id >= n_vocab()) {

@@ -1,5 +1,6 @@
-// Byte-level BPE tokenizer (GGUF "gpt2" model) with the model's pre-tokenizer, built from
-// GGUF metadata. Matches llama.cpp's llama_tokenize token for token.
+// The tokenizer of a GGUF model, built from its metadata: byte-level BPE with the model's
+// pre-tokenizer (tokenizer.ggml.model "gpt2": SmolLM2) or SentencePiece merging by score
+// ("llama": Gemma 3). Matches llama.cpp's llama_tokenize token for token.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,7 +20,8 @@ class TokenizerError : public std::runtime_error {
 
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges,bos_token_id,eos_token_id,...}.
+  // Reads tokenizer.ggml.{model,pre,tokens,token_type,merges (gpt2),scores (llama),
+  // add_space_prefix (llama),bos_token_id,eos_token_id,...}.
   // Unsupported tokenizer models or pre-tokenizers are a TokenizerError naming the value.
   static Tokenizer from_gguf(const gguf::GgufFile& file);
 
@@ -29,11 +31,15 @@ class Tokenizer {
 
   // parse_special: text of control/user-defined tokens ("<|im_start|>") becomes that token.
   // add_bos: prepend BOS (only when the model has one).
-  // Invalid UTF-8 is not an error: each malformed byte becomes U+FFFD before splitting, as
-  // llama.cpp does (details in unicode_utf8.h).
+  // Invalid UTF-8 is not an error. gpt2: each malformed byte becomes U+FFFD before splitting,
+  // as llama.cpp does (details in unicode_utf8.h); llama (SentencePiece): bytes are kept and
+  // spelled with byte tokens (<0xXX>), as llama.cpp does.
   std::vector<TokenId> encode(const std::string& text, bool add_bos, bool parse_special) const;
-  // Text of one token (byte-level decoded); control tokens decode to "" unless render_special.
+  // Text of one token (byte-level decoded, or "▁" as a space); control tokens decode to ""
+  // unless render_special.
   std::string decode_token(TokenId id, bool render_special = false) const;
+  // The tokens' texts joined; with SentencePiece's add_space_prefix, one leading space of the
+  // first token is dropped (llama.cpp's llama_detokenize).
   std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
 
   int n_vocab() const;
@@ -47,7 +53,7 @@ class Tokenizer {
   // tokenizer.ggml.add_bos_token: whether the model expects BOS (llama.cpp's add_special).
   bool add_bos_default() const;
   const std::string& pre_tokenizer() const;          // tokenizer.ggml.pre ("default" if absent)
-  const std::string& token_text(TokenId id) const;   // raw vocabulary text (byte-level alphabet)
+  const std::string& token_text(TokenId id) const;   // raw vocabulary text (byte-level alphabet or "▁")
 
  private:
   struct Impl;

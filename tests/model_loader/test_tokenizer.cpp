@@ -375,9 +375,13 @@ void expect_tokenizer_error(const std::vector<uint8_t>& bytes, const std::string
 }
 
 TEST(TokenizerMetadata, UnsupportedModelAndPreAreNamed) {
-  expect_tokenizer_error(gguf_with_strings({{"tokenizer.ggml.model", "llama"}}), "\"llama\"");
-  expect_tokenizer_error(gguf_with_strings({{"tokenizer.ggml.model", "gpt2"}, {"tokenizer.ggml.pre", "bogus-pre"}}),
-                         "\"bogus-pre\"");
+  expect_tokenizer_error(gguf_with_strings({{"tokenizer.ggml.model", "bert"}}), "\"bert\"");
+  expect_tokenizer_error(gguf_with_strings({{"tokenizer.ggml.model", "llama"}}), "missing tokenizer.ggml.tokens");
+  gguf::GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "bogus-pre");
+  w.set_string_array("tokenizer.ggml.tokens", {"a", "b"});
+  expect_tokenizer_error(w.to_bytes(), "\"bogus-pre\"");
   expect_tokenizer_error(gguf_with_strings({{"general.name", "x"}}), "tokenizer.ggml.model");
 }
 
