@@ -50,7 +50,10 @@ if ! sha_ok "$sdist"; then
   else
     log "downloading llama-cpp-python==$LCP_VERSION sdist from PyPI"
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    python3 -m pip download --quiet --no-deps --no-binary :all: \
+    # --no-binary for this package only: with :all: pip also builds the sdist's build
+    # dependencies (scikit-build-core, hatchling, setuptools...) from source just to read its
+    # metadata, minutes instead of seconds.
+    python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python \
       --dest "$tmp" "llama-cpp-python==$LCP_VERSION" >&2
     mv "$tmp/$sdist_name" "$sdist"
   fi
