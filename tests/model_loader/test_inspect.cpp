@@ -9,6 +9,7 @@
 #include "model_loader/gguf.h"
 #include "model_loader/gguf_writer.h"
 #include "model_loader/inspect.h"
+#include "model_loader/runnable.h"
 #include "model_loader/tiny_model.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
@@ -149,6 +150,34 @@ TEST(Inspect, GemmaModelCannotRunYet) {
   EXPECT_EQ(j["cannot_run"], "unsupported architecture 'gemma3' (general.architecture): only 'llama' is supported");
   const std::string text = inspect_text(f);
   EXPECT_NE(text.find("\ncannot run: unsupported architecture 'gemma3'"), std::string::npos) << text;
+}
+
+// `inspect` and `run` on the same refused model: inspect lists it (exit 0) and names the reason
+// that `run` then fails with (exit 1), before any device work.
+TEST(Inspect, CommandGivesTheReasonRunFailsWith) {
+  const std::function<void(gguf::GgufWriter&)> faults[] = {
+      [](gguf::GgufWriter& w) { w.replace("general.architecture", gguf::value_string("qwen2")); },
+      [](gguf::GgufWriter& w) { w.erase_tensor("blk.1.ffn_up.weight"); },
+      [](gguf::GgufWriter& w) { w.replace("llama.attention.head_count", gguf::value_u32(3)); },
+      [](gguf::GgufWriter& w) { w.replace("tokenizer.ggml.model", gguf::value_string("bert")); },
+  };
+  test::TempDir dir;
+  int i = 0;
+  for (const auto& fault : faults) {
+    gguf::GgufWriter w = tiny_llama_writer({});
+    fault(w);
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    const std::string path = dir.file("fault" + std::to_string(i++) + ".gguf");
+    test::write_file(path, bytes);
+    const Runnability verdict = check_runnable(GgufFile::open(path));
+    SCOPED_TRACE(verdict.reason);
+    ASSERT_FALSE(verdict.runnable);
+    test::ProcResult r = test::run_infinipot({"inspect", "-m", path});
+    ASSERT_TRUE(test::succeeded(r));
+    EXPECT_NE(r.out.find("\ncannot run: " + verdict.reason + "\n"), std::string::npos) << r.out;
+    r = test::run_infinipot({"run", "-m", path, "-p", "hi", "-n", "1"});
+    EXPECT_TRUE(test::fails_cleanly(r, {verdict.reason}, 1));
+  }
 }
 
 // The command: a sound container lists with exit 0 whether or not it can run.
