@@ -105,6 +105,6 @@ case "${1:-smollm2}" in
   smollm2) fetch_smollm2 ;;
   gemma3) fetch_gemma3 ;;
   all) fetch_smollm2; fetch_gemma3 ;;
-  -h|--help) sed -n 2,11p "$0" ;;
+  -h|--help) sed -n 2,10p "$0" ;;
   *) echo "usage: scripts/fetch-model.sh [smollm2|gemma3|all]" >&2; exit 2 ;;
 esac
