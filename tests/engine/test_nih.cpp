@@ -14,6 +14,7 @@
 #include "engine/nih.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
+#include "tests/support/nih_text.h"
 #include "tests/support/tiny_tokenizer.h"
 
 namespace infinipot::nih {
@@ -21,22 +22,9 @@ namespace {
 
 CountTokens tiny_count() { return test::tiny_token_counter(); }
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-Haystack genesis() {
-  return prose_haystack("prose", read_all(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/data/perplexity.txt"));
-}
+using test::genesis;
+using test::occurrences;
+using test::read_all;
 
 // ---------------------------------------------------------------------------------------
 // Keys

@@ -21,27 +21,15 @@
 #include "model_loader/tiny_model.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
+#include "tests/support/nih_text.h"
 #include "tests/support/tiny_tokenizer.h"
 
 namespace infinipot::nih {
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-Haystack genesis() {
-  return prose_haystack("prose", read_all(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/data/perplexity.txt"));
-}
+using test::genesis;
+using test::occurrences;
+using test::read_all;
 
 const std::vector<std::string> kRuler = {"niah_single",     "niah_uuid", "niah_multikey", "niah_multivalue",
                                          "niah_multiquery", "vt",        "cwe"};
