@@ -212,7 +212,7 @@ TEST(TokenizerReal, DecodeTokenRejectsOutOfRangeIds) {
   EXPECT_THROW(tok->decode({5, 49152}), TokenizerError);
 }
 
-TEST(TokenizerReal, FiftyThousandTokensWellUnderASecond) {
+TEST(TokenizerReal, FiftyThousandTokensInLinearTime) {
   const Tokenizer* tok = real_tokenizer();
   ASSERT_NE(tok, nullptr);
   // Prose from the goldens plus pseudo-words from a fixed LCG, so that BPE sees many distinct
@@ -235,7 +235,10 @@ TEST(TokenizerReal, FiftyThousandTokensWellUnderASecond) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("encoded %zu bytes into %zu tokens in %.1f ms\n", text.size(), ids.size(), seconds * 1e3);
   EXPECT_GE(ids.size(), 50000u);
-  EXPECT_LT(seconds, 1.0);
+  // A guard against a quadratic merge loop (minutes on this input), not a speed claim: speed
+  // is measured by benchmarks, and this runs 60x slower under qemu (scripts/test-aarch64.sh)
+  // or on a loaded machine (33 ms natively, 2.1 s emulated).
+  EXPECT_LT(seconds, 30.0);
 }
 
 // ---- BPE merging, no model needed ----
