@@ -146,7 +146,7 @@ TEST(GemmaTokenizer, DecodeInvertsEncodeForValidUtf8) {
   EXPECT_GE(checked, 90);
 }
 
-TEST(GemmaTokenizer, FiftyThousandTokensWellUnderASecond) {
+TEST(GemmaTokenizer, FiftyThousandTokensInLinearTime) {
   const Tokenizer* tok = gemma_tokenizer();
   ASSERT_NE(tok, nullptr);
   std::string text;
@@ -157,7 +157,10 @@ TEST(GemmaTokenizer, FiftyThousandTokensWellUnderASecond) {
   const auto ids = tok->encode(text, false, false);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GT(ids.size(), 50000u);
-  EXPECT_LT(s, 1.0) << ids.size() << " tokens in " << s << " s";
+  // A guard against a quadratic merge loop (minutes on this input), not a speed claim: speed
+  // is measured by benchmarks, and emulation (scripts/test-aarch64.sh), sanitizers or a loaded
+  // machine make this many times slower.
+  EXPECT_LT(s, 30.0) << ids.size() << " tokens in " << s << " s";
 }
 
 // ---- small in-memory SentencePiece vocabularies, no model needed ----
