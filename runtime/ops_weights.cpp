@@ -37,6 +37,19 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
       .launch(c.queue(), {size_t(table.cols / 8), size_t(n)});
 }
 
+// matvec and matvec_q8 share their arguments and grid: ROWS (4) outputs of one input row
+// per work-item, the input rows on dimension 1.
+static void launch_matvec(Context& c, const std::string& files, const char* name, const std::string& opts,
+                          const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, size_t y_offset) {
+  constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl and matvec_q8.cl
+  const int local = c.tuning().matvec_local;
+  auto k = c.kernel(files, name, opts);
+  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy);
+  const size_t items = (W.rows + kRowsPerItem - 1) / kRowsPerItem;
+  if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
+  else k.launch(c.queue(), {items, size_t(n_rows)});
+}
+
 void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
             size_t y_offset) {
   require(n_rows >= 1 && n_rows <= 4, "matvec handles 1..4 rows");
@@ -44,13 +57,7 @@ void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buff
   require(x.bytes() >= size_t(n_rows) * W.cols * 4, "matvec: input too small");
   require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec: output too small");
   std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
-  const int local = c.tuning().matvec_local;
-  constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl
-  auto k = c.kernel("quant_formats.cl+matvec.cl", "matvec", opts);
-  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy);
-  const size_t items = (W.rows + kRowsPerItem - 1) / kRowsPerItem;
-  if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
-  else k.launch(c.queue(), {items, size_t(n_rows)});
+  launch_matvec(c, "quant_formats.cl+matvec.cl", "matvec", opts, W, x, n_rows, y, ldy, y_offset);
 }
 
 size_t q8_bytes(int n_rows, int k) { return size_t(n_rows) * (k / 32) * kQ8BlockBytes; }
@@ -77,13 +84,7 @@ void matvec_q8(Context& c, const DeviceWeight& W, const Buffer& xq, int n_rows, 
   require(xq.bytes() >= q8_bytes(n_rows, W.cols), "matvec_q8: input too small");
   require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec_q8: output too small");
   std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
-  const int local = c.tuning().matvec_local;
-  constexpr int kRowsPerItem = 4;  // ROWS in matvec_q8.cl
-  auto k = c.kernel("quant_formats.cl+matvec_q8.cl", "matvec_q8", opts);
-  k.args(W.buf, W.row_bytes, W.rows, W.cols, xq, n_rows, y, static_cast<int>(y_offset), ldy);
-  const size_t items = (W.rows + kRowsPerItem - 1) / kRowsPerItem;
-  if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
-  else k.launch(c.queue(), {items, size_t(n_rows)});
+  launch_matvec(c, "quant_formats.cl+matvec_q8.cl", "matvec_q8", opts, W, xq, n_rows, y, ldy, y_offset);
 }
 
 static void dequant_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp, size_t offset) {
