@@ -1,6 +1,7 @@
 #include "engine/answer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 #include "pot/policy_registry.h"
@@ -51,6 +52,12 @@ nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::p
           {"heads_complete", double(complete) / heads}, {"kept_fraction_per_layer", per_layer}};
 }
 
+std::string digest_hex(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
   const PotOptions& o = pot.options();
   const PotStats& s = pot.stats();
@@ -60,7 +67,7 @@ nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
           {"cr_rope", o.cr_rope},           {"cycles", s.cycles},
           {"tokens_read", s.tokens_read},   {"max_position", s.max_position},
           {"catalyst_s", s.catalyst_s},     {"novelty_s", s.novelty_s},
-          {"compact_s", s.compact_s}};
+          {"compact_s", s.compact_s},       {"digest", digest_hex(pot.digest())}};
 }
 
 Answer answer_full(Engine& engine, const PromptParts& parts, const AnswerOptions& o, const GenerateOptions& go) {
@@ -128,6 +135,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   go.ignore_eos = o.ignore_eos;
   if (info.residency == Residency::FullCache) {
     if (!o.save_pot.empty()) throw std::invalid_argument("--save-pot saves a memory pot; --policy full keeps none: give --pot N");
+    if (o.resume || o.after_chunk) throw std::logic_error("answer: --policy full has no pot to share a document prefix in");
     return answer_full(engine, parts, o, go);
   }
 
@@ -155,6 +163,18 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   if (!o.save_pot.empty())
     go.after_read = [&](const std::vector<TokenId>& stream) {
       write_pot_snapshot(o.save_pot, engine.pot()->capture(stream, engine.model_id()));
+    };
+  if ((o.resume || o.after_chunk) && (whole || !o.oracle.empty()))
+    throw std::logic_error("answer: sharing a document prefix needs a pot of fixed size and no oracle");
+  go.resume = o.resume;
+  go.resume_body = o.resume_body;
+  if (o.after_chunk)
+    go.after_chunk = [&](int body_done) {
+      o.after_chunk(body_done, [&] {
+        std::vector<TokenId> stream = parts.prefix;
+        stream.insert(stream.end(), parts.body.begin(), parts.body.begin() + body_done);
+        return engine.pot()->capture(stream, engine.model_id());
+      });
     };
   if (!o.oracle.empty()) {
     const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.oracle);

@@ -34,6 +34,14 @@ struct AnswerOptions {
   // then answer; load_pot: answer from a saved pot (the document is not read; the pot's
   // settings come from the file, pot above is ignored).
   std::string save_pot, load_pot;
+  // Sharing a document prefix between answers (nih's trials: engine/prefix_forks.h), for the
+  // policies that read through a pot of fixed size. after_chunk: after each chunk of the
+  // document the pot reads, with the document tokens read so far and a function that
+  // snapshots the pot there. resume: start from such a snapshot, taken after the first
+  // resume_body document tokens of this same prompt, with the same policy and catalyst.
+  std::function<void(int body_done, const std::function<PotSnapshot()>& capture)> after_chunk;
+  const PotSnapshot* resume = nullptr;
+  int resume_body = 0;
 };
 
 struct Answer {

@@ -50,6 +50,16 @@ struct GenerateOptions {
   // With a pot: called once the document is read (prefix + document tokens in the pot's
   // stream), before the question goes in: where a snapshot is taken (--save-pot).
   std::function<void(const std::vector<TokenId>&)> after_read;
+  // With a pot: called after each chunk of the document the pot reads, with how many document
+  // tokens it has read so far; engine.pot()->capture() there snapshots the pot mid-document
+  // (nih shares a document prefix between trials this way: engine/prefix_forks.h).
+  std::function<void(int body_done)> after_chunk;
+  // With a pot: start from this snapshot, taken after the first resume_body document tokens
+  // of this very prompt (checked: its stream must be this prompt's prefix and document start),
+  // instead of reading the document from its start. The pot then ends exactly as if it had read
+  // the whole document, provided its settings and catalyst are the snapshot's.
+  const PotSnapshot* resume = nullptr;
+  int resume_body = 0;
 };
 
 struct GenerateResult {

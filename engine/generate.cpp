@@ -1,5 +1,6 @@
 // Prompt prefill in chunks, then token-by-token decode with streaming.
 #include <chrono>
+#include <stdexcept>
 
 #include "runtime/cl_error.h"
 #include "engine/engine.h"
@@ -69,6 +70,19 @@ void split_final(const PromptParts& prompt, std::vector<TokenId>& body, std::vec
     body.pop_back();
   }
 }
+
+// A resumed read must continue the very stream the snapshot read: the chat prefix and the
+// first `skip` document tokens, with document left to read (a mismatch is a caller's bug).
+void resume_check(const PotSnapshot& snap, const std::vector<TokenId>& prefix, const std::vector<TokenId>& body,
+                  int skip) {
+  const size_t n = prefix.size() + static_cast<size_t>(skip);
+  bool same = skip >= 0 && skip < static_cast<int>(body.size()) && snap.tokens.size() == n;
+  for (size_t i = 0; same && i < n; ++i)
+    same = snap.tokens[i] == (i < prefix.size() ? prefix[i] : body[i - prefix.size()]);
+  if (!same)
+    throw std::logic_error("generate: the snapshot to resume from did not read this prompt's first " +
+                           std::to_string(n) + " tokens");
+}
 }  // namespace
 
 PotLayout Engine::pot_layout(const PromptParts& prompt, const std::vector<TokenId>& catalyst, int n_predict) {
@@ -90,12 +104,24 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   r.prompt_tokens = static_cast<int>(prompt.prefix.size() + body.size() + final_part.size());
   const auto t0 = Clock::now();
   const int prefix = static_cast<int>(prompt.prefix.size());
-  if (opts.on_prefill)
-    pot_->set_on_chunk([&](int body_done) {
-      opts.on_prefill({prefix + body_done, r.prompt_tokens, seconds_since(t0), pot_->stats().cycles});
+  const int skip = opts.resume ? opts.resume_body : 0;
+  if (opts.on_prefill || opts.after_chunk)
+    pot_->set_on_chunk([&](int piece_done) {
+      const int body_done = skip + piece_done;
+      if (opts.on_prefill)
+        opts.on_prefill({prefix + body_done, r.prompt_tokens, seconds_since(t0), pot_->stats().cycles});
+      if (opts.after_chunk) opts.after_chunk(body_done);
     });
-  pot_->begin(prompt.prefix, catalyst, question_rows);
-  pot_->read(body, final_part.front(), static_cast<int>(final_part.size()) + opts.n_predict);
+  if (opts.resume) {
+    resume_check(*opts.resume, prompt.prefix, body, skip);
+    if (opts.resume->settings != MemoryPot::settings_json(pot_->options()))
+      throw std::logic_error("generate: the snapshot to resume from was taken with other pot settings");
+    pot_->restore(*opts.resume, catalyst, question_rows);
+  } else {
+    pot_->begin(prompt.prefix, catalyst, question_rows);
+  }
+  pot_->read(std::vector<TokenId>(body.begin() + skip, body.end()), final_part.front(),
+             static_cast<int>(final_part.size()) + opts.n_predict);
   pot_->set_on_chunk({});
   if (whole_input) pot_->distill();  // SnapKV: one selection over the whole input
   if (opts.after_read) {

@@ -135,6 +135,21 @@ std::vector<int> MemoryPot::sources(int layer, int head) const {
   return std::vector<int>(p, p + kv_.size());
 }
 
+uint64_t MemoryPot::digest() const {
+  uint64_t h = fnv1a64(nullptr, 0);
+  auto mix = [&h](const void* p, size_t n) { h = fnv1a64(static_cast<const uint8_t*>(p), n, h); };
+  const int n = kv_.size();
+  mix(&n, sizeof n);
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    for (int kvh = 0; kvh < cfg_.n_head_kv; ++kvh) {
+      const size_t i = at(l, kvh, 0);
+      mix(source_.data() + i, n * sizeof(int));
+      mix(position_.data() + i, n * sizeof(int));
+      mix(nuc_.data() + i, n * sizeof(float));
+    }
+  return h;
+}
+
 void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<TokenId>& catalyst, int question_rows) {
   if (needs_.catalyst && catalyst.empty())
     throw std::invalid_argument("the " + opts_.policy + " policy needs a catalyst prompt");

@@ -116,6 +116,9 @@ class MemoryPot {
   const PotOptions& options() const { return opts_; }
   const PotStats& stats() const { return stats_; }
   int pinned() const { return pinned_; }
+  // A fingerprint of what the pot holds: per (layer, KV head) slot, the stream index, RoPE
+  // position and NuC score of its entry (FNV-1a). Two runs that end with the same pot agree.
+  uint64_t digest() const;
   // Stream index (0 = first pinned token) of the token in each slot of (layer, KV head).
   std::vector<int> sources(int layer, int head) const;
 

@@ -15,6 +15,7 @@
 
 #include "engine/answer.h"
 #include "engine/nih.h"
+#include "engine/prefix_forks.h"
 #include "engine/tasks/task_registry.h"
 #include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
@@ -31,7 +32,7 @@ struct NihOpts {
   std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question;
   int pot = 1024, keep = 0, trials = 5, n_predict = 0, full_max = 0, chunk = 0;  // n_predict 0: the task's
   uint64_t seed = 1;
-  bool table_only = false, json = false, n_given = false, question_given = false;
+  bool table_only = false, json = false, n_given = false, question_given = false, share_prefix = true;
 };
 
 // Built-in prose haystacks: name -> file under data/.
@@ -228,117 +229,157 @@ void nih_command(const NihOpts& o) {
   long long tokens_read = 0;
   int answered = 0, found_n = 0, errors = 0;
   std::set<std::pair<size_t, int>> warned_short;
-  for (const Cell& c : cells) {
-    const std::string& hay = haystacks[c.hay].name;
-    const std::string task = c.task->name();
-    nih::Trial tr = c.task->make({o.seed, hay, c.length, c.depth, c.trial}, *builders[c.hay]);
-    if (o.question_given) tr.question = o.question;
-    const nih::Document& doc = tr.doc;
-    const int n_predict = o.n_given ? o.n_predict : c.task->default_n_predict();
-    if (std::abs(doc.tokens - c.length) > std::max(1, c.length / 100) && warned_short.insert({c.hay, c.length}).second)
-      progress.line("warning: " + hay + " documents of length " + std::to_string(c.length) + " have " +
-                    std::to_string(doc.tokens) + " tokens (the haystack's opening and the needle alone take more); "
-                    "use longer --lengths");
-    for (size_t p : c.todo) {
+  // Run order: per (task, haystack, length) and policy, the deepest needles first, so that their
+  // reads hand the haystack prefix they share to the other trials (engine/prefix_forks.h).
+  for (size_t g0 = 0, g1 = 0; g0 < cells.size(); g0 = g1) {
+    while (g1 < cells.size() && cells[g1].task == cells[g0].task && cells[g1].hay == cells[g0].hay &&
+           cells[g1].length == cells[g0].length)
+      ++g1;
+    const std::string& hay = haystacks[cells[g0].hay].name;
+    const std::string task = cells[g0].task->name();
+    std::vector<nih::Trial> trials;  // one per cell of the group
+    for (size_t k = g0; k < g1; ++k) {
+      const Cell& c = cells[k];
+      nih::Trial tr = c.task->make({o.seed, hay, c.length, c.depth, c.trial}, *builders[c.hay]);
+      if (o.question_given) tr.question = o.question;
+      if (std::abs(tr.doc.tokens - c.length) > std::max(1, c.length / 100) && warned_short.insert({c.hay, c.length}).second)
+        progress.line("warning: " + hay + " documents of length " + std::to_string(c.length) + " have " +
+                      std::to_string(tr.doc.tokens) + " tokens (the haystack's opening and the needle alone take "
+                      "more); use longer --lengths");
+      trials.push_back(std::move(tr));
+    }
+    for (size_t p = 0; p < specs.size(); ++p) {
       const nih::PolicySpec& s = specs[p];
-      ++i;
-      const double eta = tokens_read > 0 ? tokens_left / (tokens_read / seconds) : NAN;
-      char head[512];
-      std::snprintf(head, sizeof head, "[%zu/%zu] %s %s %s %d d=%s t=%d", i, pending, task.c_str(), s.config().c_str(),
-                    hay.c_str(), c.length, depth_text(c.depth).c_str(), c.trial);
-      progress.status(std::string(head) + " | found " + std::to_string(found_n) + "/" + std::to_string(answered) +
-                      (errors ? " (" + std::to_string(errors) + " err)" : "") + " | last " +
-                      (last_tps > 0 ? std::to_string(std::lround(last_tps)) : "?") + " tok/s | ETA " + fmt_duration(eta));
-
-      AnswerOptions ao;
-      ao.n_predict = n_predict;
-      ao.pot.policy = s.name;
-      ao.pot.capacity = s.pot;
-      ao.pot.keep = s.keep;
-      ao.pot.params.nuc_ratio = s.nuc_ratio;
-      ao.pot.params.pool = s.pool;
-      ao.pot.params.recent = s.recent;
-      ao.pot.params.pool_ahead = s.ahead;
-      ao.pot.params.per_head = s.per_head;
-      ao.pot.params.per_layer = s.per_layer;
-      ao.pot.params.token_units = s.token_units;
-      ao.pot.params.alnum_units = s.alnum_units;
-      ao.pot.cap_question_rows = !s.cap_all_rows;
-      ao.pot.cr_rope = s.cr_rope;
-      // CaP-G: answer() asks this text instead of the question (which still follows the document).
-      if (s.general_catalyst) ao.catalyst = kGeneralCatalyst;
-      if (s.oracle) ao.oracle = tr.watch;
-      if (s.uses_pot()) ao.watch = tr.watch;
-      if (progress.enabled())
-        ao.on_prefill = [&](const PrefillProgress& p) { progress.status(std::string(head) + " | " + prefill_status(p)); };
-
-      // "key": the first reference (the pass key, the needle's value); "references": all of them.
-      nlohmann::json r = {{"task", task},         {"haystack", hay},      {"length", c.length},
-                          {"depth", c.depth},     {"trial", c.trial},     {"seed", o.seed},
-                          {"key", tr.references[0]}, {"references", tr.references},
-                          {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
-                          {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
-                          {"n_predict", n_predict}, {"question", tr.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
-      const auto t0 = std::chrono::steady_clock::now();
-      auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-      std::string outcome;
-      try {
-        const Answer a = answer(engine, doc.text, tr.question, ao);
-        const GenerateResult& g = a.result;
-        device_name = engine.context().device().name;
-        const nih::Score sc = c.task->score(g.text, tr.references);
-        const bool found = sc.found;
-        ++answered;
-        found_n += found;
-        const nlohmann::json mem = engine.memory_report();
-        r["prompt_tokens"] = g.prompt_tokens;
-        r["answer"] = g.text;
-        r["found"] = found;
-        r["score"] = sc.fraction;
-        r["ccd_cycles"] = a.pot.is_object() ? a.pot.value("cycles", 0) : 0;
-        if (a.pot.is_object() && a.pot.contains("keep")) r["keep"] = a.pot["keep"];
-        // What the ablations change, as the pot saw it: CaP-G's catalyst is another length than
-        // the question's; without CR-RoPE the highest position runs past the pot's size.
-        if (a.pot.is_object() && a.pot.contains("catalyst_tokens")) r["catalyst_tokens"] = a.pot["catalyst_tokens"];
-        if (a.pot.is_object() && a.pot.contains("max_position")) r["max_position"] = a.pot["max_position"];
-        if (a.pot.is_object() && a.pot.contains("watch") && a.pot["watch"].contains("kept_fraction"))
-          r["needle_kept"] = a.pot["watch"]["kept_fraction"];
-        r["ttft_s"] = g.ttft_s;
-        r["prefill_tok_s"] = g.prefill_s > 0 ? g.prompt_tokens / g.prefill_s : 0.0;
-        r["peak_device_bytes"] = mem.value("peak", uint64_t(0));
-        r["kv_capacity"] = a.kv_capacity;
-        r["wall_s"] = wall();
-        r["device"] = device_name;
-        last_tps = g.prefill_s > 0 ? g.prompt_tokens / g.prefill_s : 0.0;
-        std::string shown = g.text.substr(0, 40);
-        for (char& ch : shown)
-          if (ch == '\n' || ch == '\r') ch = ' ';
-        std::string refs;
-        for (const auto& x : tr.references) refs += (refs.empty() ? "" : ", ") + x;
-        outcome = std::string(found ? "found" : "missed") + " (" + std::to_string(sc.present) + "/" +
-                  std::to_string(sc.total) + " of " + refs + ", answer \"" + shown + "\")";
-      } catch (const cl::BudgetError& e) {
-        ++errors;
-        r["error"] = std::string("budget: ") + e.what();
-        r["wall_s"] = wall();
-        if (!device_name.empty()) r["device"] = device_name;
-        outcome = std::string("error: ") + e.what();
-      } catch (const std::invalid_argument& e) {
-        ++errors;
-        r["error"] = std::string("refused: ") + e.what();
-        r["wall_s"] = wall();
-        if (!device_name.empty()) r["device"] = device_name;
-        outcome = std::string("error: ") + e.what();
+      std::vector<size_t> order;  // cells of the group that still need this policy, deepest first
+      for (size_t k = g0; k < g1; ++k)
+        if (std::find(cells[k].todo.begin(), cells[k].todo.end(), p) != cells[k].todo.end()) order.push_back(k);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cells[a].depth > cells[b].depth; });
+      std::unique_ptr<nih::PrefixForks> forks;
+      if (o.share_prefix && order.size() > 1 && find_policy(s.name).residency == Residency::Pot && !s.oracle) {
+        std::vector<nih::PrefixForks::Trial> shared;
+        for (size_t k : order) {
+          const nih::Trial& tr = trials[k - g0];
+          shared.push_back({s.config() + "\n" + tr.question, engine.prompt_parts("", tr.doc.text, tr.question).body});
+        }
+        forks = std::make_unique<nih::PrefixForks>(std::move(shared), s.pot);
       }
-      nih::append_result(o.out, r);
-      seconds += r["wall_s"].get<double>();
-      tokens_read += c.length;
-      tokens_left -= c.length;
-      if (!progress.enabled() || r.contains("error")) {
-        char tail[160];
-        std::snprintf(tail, sizeof tail, " | %.1f s, %.0f tok/s | ETA %s", r["wall_s"].get<double>(), last_tps,
-                      fmt_duration(tokens_left / (tokens_read / seconds)).c_str());
-        progress.line(std::string(head) + ": " + outcome + (r.contains("error") ? "" : tail));
+      for (size_t f = 0; f < order.size(); ++f) {
+        const Cell& c = cells[order[f]];
+        const nih::Trial& tr = trials[order[f] - g0];
+        const nih::Document& doc = tr.doc;
+        const int n_predict = o.n_given ? o.n_predict : c.task->default_n_predict();
+        ++i;
+        const double eta = tokens_read > 0 ? tokens_left / (tokens_read / seconds) : NAN;
+        char head[512];
+        std::snprintf(head, sizeof head, "[%zu/%zu] %s %s %s %d d=%s t=%d", i, pending, task.c_str(), s.config().c_str(),
+                      hay.c_str(), c.length, depth_text(c.depth).c_str(), c.trial);
+        progress.status(std::string(head) + " | found " + std::to_string(found_n) + "/" + std::to_string(answered) +
+                        (errors ? " (" + std::to_string(errors) + " err)" : "") + " | last " +
+                        (last_tps > 0 ? std::to_string(std::lround(last_tps)) : "?") + " tok/s | ETA " + fmt_duration(eta));
+
+        AnswerOptions ao;
+        ao.n_predict = n_predict;
+        ao.pot.policy = s.name;
+        ao.pot.capacity = s.pot;
+        ao.pot.keep = s.keep;
+        ao.pot.params.nuc_ratio = s.nuc_ratio;
+        ao.pot.params.pool = s.pool;
+        ao.pot.params.recent = s.recent;
+        ao.pot.params.pool_ahead = s.ahead;
+        ao.pot.params.per_head = s.per_head;
+        ao.pot.params.per_layer = s.per_layer;
+        ao.pot.params.token_units = s.token_units;
+        ao.pot.params.alnum_units = s.alnum_units;
+        ao.pot.cap_question_rows = !s.cap_all_rows;
+        ao.pot.cr_rope = s.cr_rope;
+        // CaP-G: answer() asks this text instead of the question (which still follows the document).
+        if (s.general_catalyst) ao.catalyst = kGeneralCatalyst;
+        if (s.oracle) ao.oracle = tr.watch;
+        if (s.uses_pot()) ao.watch = tr.watch;
+        if (progress.enabled())
+          ao.on_prefill = [&](const PrefillProgress& p) { progress.status(std::string(head) + " | " + prefill_status(p)); };
+
+        // "key": the first reference (the pass key, the needle's value); "references": all of them.
+        nlohmann::json r = {{"task", task},         {"haystack", hay},      {"length", c.length},
+                            {"depth", c.depth},     {"trial", c.trial},     {"seed", o.seed},
+                            {"key", tr.references[0]}, {"references", tr.references},
+                            {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
+                            {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
+                            {"n_predict", n_predict}, {"question", tr.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
+        const auto t0 = std::chrono::steady_clock::now();
+        auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+        std::string outcome;
+        const std::shared_ptr<const PotSnapshot> from = forks ? forks->start(f) : nullptr;
+        if (forks) {
+          ao.resume = from.get();
+          ao.resume_body = forks->start_body(f);
+          ao.after_chunk = [&](int done, const std::function<PotSnapshot()>& capture) {
+            if (forks->wants(f, done)) forks->offer(f, done, std::make_shared<const PotSnapshot>(capture()));
+          };
+          // The document tokens this trial did not read itself (0: it read them all).
+          r["resumed_at"] = ao.resume_body;
+        }
+        try {
+          const Answer a = answer(engine, doc.text, tr.question, ao);
+          const GenerateResult& g = a.result;
+          device_name = engine.context().device().name;
+          const nih::Score sc = c.task->score(g.text, tr.references);
+          const bool found = sc.found;
+          ++answered;
+          found_n += found;
+          const nlohmann::json mem = engine.memory_report();
+          r["prompt_tokens"] = g.prompt_tokens;
+          r["answer"] = g.text;
+          r["found"] = found;
+          r["score"] = sc.fraction;
+          r["ccd_cycles"] = a.pot.is_object() ? a.pot.value("cycles", 0) : 0;
+          if (a.pot.is_object() && a.pot.contains("keep")) r["keep"] = a.pot["keep"];
+          // What the ablations change, as the pot saw it: CaP-G's catalyst is another length than
+          // the question's; without CR-RoPE the highest position runs past the pot's size.
+          if (a.pot.is_object() && a.pot.contains("catalyst_tokens")) r["catalyst_tokens"] = a.pot["catalyst_tokens"];
+          if (a.pot.is_object() && a.pot.contains("max_position")) r["max_position"] = a.pot["max_position"];
+        if (a.pot.is_object() && a.pot.contains("digest")) r["pot_digest"] = a.pot["digest"];
+          if (a.pot.is_object() && a.pot.contains("watch") && a.pot["watch"].contains("kept_fraction"))
+            r["needle_kept"] = a.pot["watch"]["kept_fraction"];
+          r["ttft_s"] = g.ttft_s;
+          // Over the tokens this trial read itself (a resumed trial skips the shared prefix).
+          r["prefill_tok_s"] = g.prefill_s > 0 ? (g.prompt_tokens - ao.resume_body) / g.prefill_s : 0.0;
+          r["peak_device_bytes"] = mem.value("peak", uint64_t(0));
+          r["kv_capacity"] = a.kv_capacity;
+          r["wall_s"] = wall();
+          r["device"] = device_name;
+          last_tps = r["prefill_tok_s"].get<double>();
+          std::string shown = g.text.substr(0, 40);
+          for (char& ch : shown)
+            if (ch == '\n' || ch == '\r') ch = ' ';
+          std::string refs;
+          for (const auto& x : tr.references) refs += (refs.empty() ? "" : ", ") + x;
+          outcome = std::string(found ? "found" : "missed") + " (" + std::to_string(sc.present) + "/" +
+                    std::to_string(sc.total) + " of " + refs + ", answer \"" + shown + "\")";
+        } catch (const cl::BudgetError& e) {
+          ++errors;
+          r["error"] = std::string("budget: ") + e.what();
+          r["wall_s"] = wall();
+          if (!device_name.empty()) r["device"] = device_name;
+          outcome = std::string("error: ") + e.what();
+        } catch (const std::invalid_argument& e) {
+          ++errors;
+          r["error"] = std::string("refused: ") + e.what();
+          r["wall_s"] = wall();
+          if (!device_name.empty()) r["device"] = device_name;
+          outcome = std::string("error: ") + e.what();
+        }
+        nih::append_result(o.out, r);
+        if (forks) forks->finished(f);
+        seconds += r["wall_s"].get<double>();
+        tokens_read += c.length - ao.resume_body;
+        tokens_left -= c.length;
+        if (!progress.enabled() || r.contains("error")) {
+          char tail[160];
+          std::snprintf(tail, sizeof tail, " | %.1f s, %.0f tok/s | ETA %s", r["wall_s"].get<double>(), last_tps,
+                        fmt_duration(tokens_left / (tokens_read / seconds)).c_str());
+          progress.line(std::string(head) + ": " + outcome + (r.contains("error") ? "" : tail));
+        }
       }
     }
   }
@@ -396,6 +437,8 @@ void add_nih_command(CLI::App& app) {
   sub->add_option("--kv-type", o->kv_type, "KV store element type: auto (f16 with cl_khr_fp16, else f32), f16, f32")
       ->capture_default_str()->check(CLI::IsMember({"auto", "f16", "f32"}));
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
+  sub->add_flag("--no-prefix-sharing{false}", o->share_prefix, "Read every document from its start, instead of "
+               "resuming trials that share a document prefix from a snapshot of the pot (the same results, slower)");
   sub->add_flag("--table-only", o->table_only, "Only print the tables of the results already in --out");
   sub->add_flag("--json", o->json, "Print the summary as JSON instead of Markdown tables");
   sub->callback([o, sub] {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/nih.h"
+#include "engine/prefix_forks.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
 #include "tests/support/nih_text.h"
@@ -506,6 +507,50 @@ TEST(NihCli, TableOnlyReadsTheResultsFile) {
   EXPECT_EQ(j["haystacks"]["passkey"]["by_config"][0]["found"], 1);
   EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "--table-only", "--out", dir.file("none.jsonl")}),
                                   {"none.jsonl"}, 1, kQuick));
+}
+
+// Where a trial may start from another's pot (engine/prefix_forks.h): before the token at which
+// their documents part, with more than the pot's capacity still to read in both, and only
+// between trials with the same key; each later trial takes the furthest offer.
+TEST(NihPrefixForks, LimitsAndOffers) {
+  auto body = [](int n, int differ_at, int v) {
+    std::vector<TokenId> b(n);
+    for (int i = 0; i < n; ++i) b[i] = i < differ_at ? i % 50 : 1000 + v;
+    return b;
+  };
+  // Run order: a (parts from the others at 900), b and c (part at 400 from each other), d (other key).
+  PrefixForks f({{"k", body(2000, 900, 1)}, {"k", body(2000, 400, 2)}, {"k", body(1500, 400, 3)}, {"other", body(2000, 900, 4)}},
+                100);
+  EXPECT_EQ(f.limit(0, 1), 399) << "the token at the fork is shared too";
+  EXPECT_EQ(f.limit(0, 2), 399);
+  EXPECT_EQ(f.limit(1, 2), 399);
+  EXPECT_EQ(f.limit(0, 3), -1) << "another key never shares";
+  EXPECT_EQ(f.limit(1, 0), -1) << "only later trials start from an earlier one";
+  PrefixForks tight({{"k", body(1000, 900, 1)}, {"k", body(950, 900, 2)}}, 100);
+  EXPECT_EQ(tight.limit(0, 1), 950 - 100 - 1) << "more than the pot's capacity must be left to read";
+
+  EXPECT_EQ(f.start(1), nullptr);
+  EXPECT_EQ(f.start_body(1), 0);
+  auto snap = [](int n) {
+    auto s = std::make_shared<PotSnapshot>();
+    s->stream_pos = n;
+    return std::shared_ptr<const PotSnapshot>(s);
+  };
+  for (int done : {128, 256, 384, 512}) {
+    EXPECT_EQ(f.wants(0, done), done <= 399) << done;
+    if (f.wants(0, done)) f.offer(0, done, snap(done));
+  }
+  EXPECT_EQ(f.start_body(1), 384);
+  EXPECT_EQ(f.start(1)->stream_pos, 384);
+  EXPECT_EQ(f.start_body(2), 384);
+  EXPECT_EQ(f.start(3), nullptr);
+  // Trial 1 offers nothing further to 2 (it holds 384 already, the limit is 399) ...
+  EXPECT_FALSE(f.wants(1, 384));
+  EXPECT_TRUE(f.wants(1, 390));
+  f.finished(1);
+  EXPECT_EQ(f.start(1), nullptr) << "a finished trial's snapshot is released";
+  EXPECT_EQ(f.start_body(2), 384);
+  EXPECT_THROW(PrefixForks({}, 0), std::invalid_argument);
 }
 
 }  // namespace

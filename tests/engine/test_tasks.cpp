@@ -593,5 +593,46 @@ TEST(TaskCli, CatalystAndCrRopeAblationsReachThePot) {
   EXPECT_EQ(general.at("question"), kQuestion) << "CaP-G changes the catalyst, not the question asked";
 }
 
+// Trials that share a document prefix resume from a snapshot of the pot (engine/prefix_forks.h)
+// and must end exactly where a full read ends: the same answers, needle retention, cycles and
+// positions as --no-prefix-sharing, for a scoring policy, an accumulating one (H2O) and a
+// recency one, on both kinds of haystack.
+TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
+  test::TempDir dir;
+  TinyLlamaOptions o;
+  o.n_ctx = 4096;
+  const std::string model = dir.file("tiny.gguf");
+  write_tiny_llama(model, o);
+  auto run = [&](const std::string& out, bool share) {
+    std::vector<std::string> args = {"nih", "-m", model, "--lengths", "1500", "--depths", "0.2,0.6,0.9", "--trials", "2",
+                                     "-n", "4", "--haystacks", "passkey,prose", "--chunk", "64",
+                                     "--policy", "infinipot:pot=256,h2o:pot=256,streaming:pot=256", "--out", out};
+    if (!share) args.push_back("--no-prefix-sharing");
+    auto r = test::run_infinipot(args, {{}, 900});
+    EXPECT_TRUE(test::succeeded(r)) << r.describe();
+    std::map<std::string, nlohmann::json> by_trial;
+    for (const auto& rec : load_results(out).records)
+      by_trial[trial_id(rec)] = rec;
+    return by_trial;
+  };
+  const auto shared = run(dir.file("shared.jsonl"), true);
+  const auto alone = run(dir.file("alone.jsonl"), false);
+  ASSERT_EQ(shared.size(), 36u);
+  ASSERT_EQ(alone.size(), shared.size());
+  int resumed = 0;
+  for (const auto& [id, rec] : shared) {
+    SCOPED_TRACE(rec.dump());
+    const auto& ref = alone.at(id);
+    ASSERT_FALSE(rec.contains("error"));
+    resumed += rec.at("resumed_at").get<int>() > 0;
+    EXPECT_FALSE(ref.contains("resumed_at"));
+    for (const char* field : {"answer", "found", "needle_kept", "ccd_cycles", "max_position", "prompt_tokens", "doc_tokens", "pot_digest"})
+      EXPECT_EQ(rec.at(field), ref.at(field)) << field;
+  }
+  // 2 haystacks x 3 policies x 6 trials: all but the first of each group (the deepest needle)
+  // share at least the 64-token chunks before the shallowest needle (at ~300 tokens).
+  EXPECT_EQ(resumed, 2 * 3 * 5) << "every trial but the first of a group starts from a shared prefix";
+}
+
 }  // namespace
 }  // namespace infinipot::nih
