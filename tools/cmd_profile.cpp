@@ -6,12 +6,14 @@
 // the end, per layer; tools/plot_profile.py), and prints a summary table.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "runtime/device_memory.h"
 #include "runtime/trace.h"
@@ -53,6 +55,32 @@ struct PhaseTotal {
   double ms = 0;
   int count = 0;
 };
+
+// With --kernels: what one decoded token costs, from the start of one "decode token" span to
+// the next (so the LM head, reading the logits and sampling count too): wall time, the device
+// time of the kernels launched in it (OpenCL profiling events), the rest (launch overhead,
+// synchronisation, host work), and launches per token.
+void print_decode_step(const nlohmann::json& trace, FILE* out) {
+  std::vector<double> starts;                     // us
+  std::vector<std::pair<double, double>> kernels;  // ts, dur (us)
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X") continue;
+    if (e.value("tid", 1) == 2) kernels.push_back({e["ts"].get<double>(), e["dur"].get<double>()});
+    else if (e.value("cat", "") == "decode" && e.value("name", "") == "decode token") starts.push_back(e["ts"].get<double>());
+  }
+  if (starts.size() < 2 || kernels.empty()) return;
+  std::sort(starts.begin(), starts.end());
+  const double t0 = starts.front(), t1 = starts.back();
+  double device_us = 0;
+  long launches = 0;
+  for (const auto& [ts, dur] : kernels)
+    if (ts >= t0 && ts < t1) device_us += dur, ++launches;
+  const double n = static_cast<double>(starts.size() - 1);
+  const double wall = (t1 - t0) / n / 1e3, device = device_us / n / 1e3;
+  std::fprintf(out, "\n## Decode step (mean of %d tokens)\n\n| wall ms | kernels ms (device) | host gap ms | launches |\n"
+               "|---:|---:|---:|---:|\n| %.2f | %.2f | %.2f | %.1f |\n", static_cast<int>(n), wall, device,
+               wall - device, launches / n);
+}
 
 // The summary: peak bytes per category (from the counters), time per span name, cycles.
 void print_summary(const nlohmann::json& trace, FILE* out) {
@@ -101,6 +129,7 @@ void print_summary(const nlohmann::json& trace, FILE* out) {
     for (size_t i = 0; i < k.size() && i < 10; ++i)
       std::fprintf(out, "| %s | %d | %.1f |\n", k[i].first.c_str(), k[i].second.count, k[i].second.ms);
   }
+  print_decode_step(trace, out);
   const auto& meta = trace["infinipot"];
   const int cycles = meta["pot"].is_object() ? meta["pot"].value("cycles", 0) : 0;
   std::fprintf(out, "\n%d prompt tokens read, %d distillation cycles\n", meta["prompt_tokens"].get<int>(), cycles);

@@ -5,6 +5,8 @@
 // spans with --kernels, the retained-token map; the PNG is a PNG; bad output paths are
 // refused before the run.
 #include <gtest/gtest.h>
+#include <algorithm>
+#include <cstdio>
 
 #include <fstream>
 #include <map>
@@ -120,6 +122,28 @@ TEST_F(Profile, TraceHasMemoryCountersWithinTheCapAndEveryPhase) {
   EXPECT_NE(r.out.find("## Time per phase"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| ccd | distillation | " + std::to_string(cycles.size()) + " |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("distillation cycles"), std::string::npos) << r.out;
+
+  // The decode step: launches per token between the first and the last decode span's start,
+  // counted here from the trace, and a host gap that is the wall time less the device time.
+  std::vector<double> decode_starts, kernel_starts;
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "X" && e["tid"] == 2) kernel_starts.push_back(e["ts"].get<double>());
+    else if (e["ph"] == "X" && e["name"] == "decode token") decode_starts.push_back(e["ts"].get<double>());
+  std::sort(decode_starts.begin(), decode_starts.end());
+  const double launches = std::count_if(kernel_starts.begin(), kernel_starts.end(), [&](double ts) {
+                            return ts >= decode_starts.front() && ts < decode_starts.back();
+                          }) / double(decode_starts.size() - 1);
+  const size_t at = r.out.find("## Decode step (mean of 2 tokens)");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const size_t row = r.out.find("\n| ", r.out.find("|---:", at));
+  double wall = 0, device = 0, gap = 0, printed = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + row, "\n| %lf | %lf | %lf | %lf |", &wall, &device, &gap, &printed), 4)
+      << r.out.substr(at);
+  EXPECT_GT(launches, 10) << "a tiny-model token still runs every layer's kernels";
+  EXPECT_NEAR(printed, launches, 0.05);
+  EXPECT_GT(wall, 0);
+  EXPECT_GT(device, 0);
+  EXPECT_NEAR(gap, wall - device, 0.02);
 }
 
 TEST_F(Profile, FullCacheTraceHoldsEveryPosition) {
