@@ -5,13 +5,17 @@
 //   C:  row-major from element c_off, leading dimension ldc; columns [0, N) written
 // Each work-item computes an 8x16 tile held in 8 float16 registers (one AVX-512 register
 // each on CPUs; PoCL reached 160-173 GFLOP/s on 2 cores). ACCUM (-D) adds into C.
+#ifndef TILE_M
+#define TILE_M 8
+#endif
 __kernel void gemm_packed(const int M, const int N, const int K, __global const float* Ap,
                           __global const float* Bp, __global float* C, const int c_off, const int ldc) {
   const int nb = get_global_id(0);
-  const int mb = get_global_id(1);
-  if (nb * 16 >= N || mb * 8 >= M) return;
-  __global const float* a = Ap + (size_t)mb * K * 8;
+  const int mb = get_global_id(1);  // TILE_M-row block: panel mb * TILE_M / 8, rows (mb * TILE_M) % 8 on
+  if (nb * 16 >= N || mb * TILE_M >= M) return;
+  __global const float* a = Ap + (size_t)(mb * TILE_M / 8) * K * 8 + (mb * TILE_M) % 8;
   __global const float* b = Bp + (size_t)nb * K * 16;
+#if TILE_M == 8
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
   for (int k = 0; k < K; ++k) {
     const float16 bv = vload16(0, b + k * 16);
@@ -26,9 +30,24 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
     c7 = fma((float16)(av.s7), bv, c7);
   }
   float16 acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+#elif TILE_M == 4
+  // Half the accumulators: 8 AVX2 (256-bit) registers instead of 16, which spill there.
+  float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+  for (int k = 0; k < K; ++k) {
+    const float16 bv = vload16(0, b + k * 16);
+    const float4 av = vload4(0, a + k * 8);
+    c0 = fma((float16)(av.s0), bv, c0);
+    c1 = fma((float16)(av.s1), bv, c1);
+    c2 = fma((float16)(av.s2), bv, c2);
+    c3 = fma((float16)(av.s3), bv, c3);
+  }
+  float16 acc[4] = {c0, c1, c2, c3};
+#else
+#error "gemm_packed: TILE_M is 8 or 4"
+#endif
   const int n0 = nb * 16;
-  for (int i = 0; i < 8; ++i) {
-    const int m = mb * 8 + i;
+  for (int i = 0; i < TILE_M; ++i) {
+    const int m = mb * TILE_M + i;
     if (m >= M) break;
     __global float* dst = C + c_off + (size_t)m * ldc + n0;
     float r[16];

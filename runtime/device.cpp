@@ -56,7 +56,7 @@ nlohmann::json DeviceInfo::to_json() const {
           {"global_mem_bytes", global_mem_bytes},
           {"local_mem_bytes", local_mem_bytes},
           {"max_alloc_bytes", max_alloc_bytes},
-          {"compute_units", compute_units},
+          {"compute_units", compute_units}, {"native_float_width", native_float_width},
           {"max_work_group_size", max_work_group_size},
           {"fp16", fp16},
           {"subgroups", subgroups}};
@@ -93,6 +93,7 @@ std::vector<DeviceInfo> list_devices() {
       info.local_mem_bytes = device_val<cl_ulong>(d, CL_DEVICE_LOCAL_MEM_SIZE);
       info.max_alloc_bytes = device_val<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
       info.compute_units = device_val<cl_uint>(d, CL_DEVICE_MAX_COMPUTE_UNITS);
+      info.native_float_width = device_val<cl_uint>(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
       info.max_work_group_size = device_val<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       info.extensions = device_str(d, CL_DEVICE_EXTENSIONS);
       info.fp16 = has_ext(info.extensions, "cl_khr_fp16");

@@ -24,6 +24,7 @@ struct DeviceInfo {
   uint64_t local_mem_bytes = 0;
   uint64_t max_alloc_bytes = 0;
   uint32_t compute_units = 0;
+  uint32_t native_float_width = 0;  // CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 16 on AVX-512, 8 on AVX2
   size_t max_work_group_size = 0;
   bool fp16 = false;             // cl_khr_fp16
   bool subgroups = false;        // cl_khr_subgroups or cl_intel_subgroups

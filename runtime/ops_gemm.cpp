@@ -1,4 +1,6 @@
 // Launchers for gemm.cl (packed GEMM and A packing).
+#include <string>
+
 #include "runtime/cl_error.h"
 #include "runtime/ops.h"
 
@@ -14,9 +16,11 @@ void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer
   if (Ap.bytes() < packed_a_floats(m, k) * 4 || Bp.bytes() < panel_floats(n, k) * 4 ||
       C.bytes() < (c_offset + size_t(m - 1) * ldc + n) * 4)
     throw cl::ClError("invalid launch: gemm_packed operand too small");
-  c.kernel("gemm.cl", "gemm_packed", accumulate ? "-DACCUM" : "")
+  const int tile = c.tuning().gemm_tile_rows;  // 4 or 8 (runtime/tuning.h)
+  if (tile != 4 && tile != 8) throw cl::ClError("invalid launch: gemm_packed tile of " + std::to_string(tile) + " rows");
+  c.kernel("gemm.cl", "gemm_packed", std::string(accumulate ? "-DACCUM" : "") + " -DTILE_M=" + std::to_string(tile))
       .args(m, n, k, Ap, Bp, C, static_cast<int>(c_offset), ldc)
-      .launch(c.queue(), {cl::round_up(n, 16) / 16, cl::round_up(m, 8) / 8});
+      .launch(c.queue(), {cl::round_up(n, 16) / 16, cl::round_up(m, tile) / tile});
 }
 
 }  // namespace infinipot::ops

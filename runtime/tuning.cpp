@@ -34,8 +34,15 @@ nlohmann::json load_data() {
   }
 }
 
-void apply_values(Tuning& t, const nlohmann::json& j) {
+void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   if (!j.is_object()) return;
+  if (j.contains("gemm_tile_rows")) {
+    const auto& v = j["gemm_tile_rows"];
+    if (v == "auto") t.gemm_tile_rows = dev.native_float_width >= 16 ? 8 : 4;
+    else if (v == 4 || v == 8) t.gemm_tile_rows = v.get<int>();
+    else
+      throw ClError("platforms/tuning.json: 'gemm_tile_rows' must be 4, 8 or \"auto\", got " + v.dump());
+  }
   for (const char* k : {"matvec_local", "norm_local", "attention_tile_rows", "attention_key_tile", "prefill_chunk"})
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
@@ -60,11 +67,11 @@ void apply_values(Tuning& t, const nlohmann::json& j) {
 
 }  // namespace
 
-const char* const kTuningKeys[7] = {"gemm_backend", "prefill_chunk", "attention_tile_rows", "attention_key_tile",
-                                    "matvec_int8",  "matvec_local",  "norm_local"};
+const char* const kTuningKeys[8] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_tile_rows",
+                                    "attention_key_tile", "matvec_int8", "matvec_local", "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
-  return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend},
+  return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
           {"matvec_int8", matvec_int8}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"prefill_chunk", prefill_chunk}};
 }
@@ -77,7 +84,7 @@ Tuning lookup_tuning(const DeviceInfo& dev, const nlohmann::json& overrides) {
     if (!defaults.contains(k))
       throw ClError(std::string("platforms/tuning.json: the top-level 'default' lacks '") + k +
                     "' (it is the one source of default tuning values: give every key)");
-  apply_values(t, defaults);
+  apply_values(t, defaults, dev);
   const std::string vendor_text = lower(dev.platform_name + " " + dev.platform_vendor + " " + dev.vendor);
   for (const auto& alias : data.value("vendor_aliases", nlohmann::json::array())) {
     if (alias.size() != 2 || vendor_text.find(alias[1].get<std::string>()) == std::string::npos) continue;
@@ -87,17 +94,17 @@ Tuning lookup_tuning(const DeviceInfo& dev, const nlohmann::json& overrides) {
   const auto& vendors = data.value("vendors", nlohmann::json::object());
   if (t.vendor_key != "default" && vendors.contains(t.vendor_key)) {
     const auto& v = vendors[t.vendor_key];
-    apply_values(t, v.value("default", nlohmann::json::object()));
+    apply_values(t, v.value("default", nlohmann::json::object()), dev);
     const std::string name = lower(dev.name);
     const auto devices = v.value("devices", nlohmann::json::object());
     for (auto it = devices.begin(); it != devices.end(); ++it) {
       if (name.find(lower(it.key())) == std::string::npos) continue;
       t.device_key = it.key();
-      apply_values(t, it.value());
+      apply_values(t, it.value(), dev);
       break;
     }
   }
-  apply_values(t, overrides);
+  apply_values(t, overrides, dev);
   if (t.gemm_backend != "packed" && t.gemm_backend != "clblast")
     throw ClError("platforms/tuning.json: gemm_backend '" + t.gemm_backend + "' is neither 'packed' nor 'clblast'");
   return t;

@@ -15,6 +15,10 @@ struct Tuning {
   std::string vendor_key = "default";  // which vendor entry matched
   std::string device_key = "default";  // which device entry matched
   std::string gemm_backend;            // "packed" | "clblast"
+  // Rows per work-item of gemm_packed (4 or 8; each row holds a 16-float accumulator). The
+  // file may say "auto": 8 where the device's native float vector is 16 wide (AVX-512: 8
+  // registers of 32), else 4 (AVX2 has 16 registers: 8 rows of 2 each spill).
+  int gemm_tile_rows = 0;
   int matvec_local = 0;                // work-group size of matvec kernels (1 = driver loops)
   int norm_local = 0;                  // work-group size of row reductions
   int attention_tile_rows = 0;         // query rows per work-group in attention_tiled (1 = untiled)
@@ -28,7 +32,7 @@ struct Tuning {
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[7];  // gemm_backend, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[8];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

@@ -195,12 +195,22 @@ TEST_F(GemmKernel, PackAMatchesReference) {
   }
 }
 
-TEST_F(GemmKernel, GemmPackedMatchesReference) {
+// Both tile heights (tuning key gemm_tile_rows: 8 rows per work-item on AVX-512, 4 on AVX2),
+// whatever this machine's tuning picks.
+class GemmTiles : public testing::TestWithParam<int> {};
+
+TEST_P(GemmTiles, GemmPackedMatchesReference) {
+  std::unique_ptr<cl::Context> c;
+  ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"gemm_tile_rows\": " + std::to_string(GetParam())))
+      << "the kernel tests need an OpenCL device";
+  ASSERT_EQ(c->tuning().gemm_tile_rows, GetParam());
+  auto upload = [&](const std::vector<float>& v) { return testing_support::upload(*c, v); };
   struct Shape {
     int m, n, k;
   };
   // m not a multiple of 8, n not a multiple of 16, single tiles and many.
-  for (Shape s : {Shape{1, 16, 64}, Shape{13, 50, 96}, Shape{37, 5, 200}, Shape{8, 16, 8}, Shape{24, 33, 576}}) {
+  for (Shape s : {Shape{1, 16, 64}, Shape{13, 50, 96}, Shape{37, 5, 200}, Shape{8, 16, 8}, Shape{24, 33, 576},
+                  Shape{4, 16, 32}, Shape{6, 17, 24}}) {
     for (bool accumulate : {false, true}) {
       const std::string name = "gemm_packed " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
                                std::to_string(s.k) + (accumulate ? " accumulate" : "");
@@ -212,7 +222,7 @@ TEST_F(GemmKernel, GemmPackedMatchesReference) {
       auto Ap = upload(ref::pack_a(A.data(), s.m, s.k, s.k));
       auto Bp = upload(ref::to_panels(B.data(), s.n, s.k));
       auto C = upload(C0);
-      ops::gemm_packed(ctx(), s.m, s.n, s.k, Ap, Bp, C, ldc, accumulate, c_off);
+      ops::gemm_packed(*c, s.m, s.n, s.k, Ap, Bp, C, ldc, accumulate, c_off);
 
       std::vector<float> expect = C0;
       ref::gemm_abt(s.m, s.n, s.k, A.data(), s.k, B.data(), s.k, expect.data() + c_off, ldc, accumulate);
@@ -223,10 +233,12 @@ TEST_F(GemmKernel, GemmPackedMatchesReference) {
         if (i < c_off || (i - c_off) % ldc >= size_t(s.n)) return 0.0;
         return bound[i - c_off];
       };
-      EXPECT_TRUE(all_close(name, download_all(C), expect, tol));
+      EXPECT_TRUE(all_close(name + " tile " + std::to_string(GetParam()), testing_support::download(*c, C, C0.size()), expect, tol));
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 8));
 
 // ---- work-group variants -----------------------------------------------------------------
 

@@ -29,7 +29,27 @@ TEST(Tuning, TheJsonDefaultGivesEveryKey) {
   // And those are the values a device no entry matches gets (nothing else supplies defaults).
   const cl::DeviceInfo unknown{};
   const json t = cl::lookup_tuning(unknown).to_json();
-  for (const char* k : cl::kTuningKeys) EXPECT_EQ(t[k], d[k]) << k;
+  for (const char* k : cl::kTuningKeys)
+    if (std::string(k) != "gemm_tile_rows" || d[k] != "auto") EXPECT_EQ(t[k], d[k]) << k;
+}
+
+// gemm_tile_rows "auto": 8 rows of 16-float accumulators where the native float vector is 16
+// wide (AVX-512 has 32 such registers), 4 where it is narrower (AVX2: 8 rows would spill).
+TEST(Tuning, GemmTileRowsAutoFollowsTheNativeVectorWidth) {
+  cl::DeviceInfo avx512{}, avx2{};
+  avx512.native_float_width = 16;
+  avx2.native_float_width = 8;
+  EXPECT_EQ(cl::lookup_tuning(avx512, {{"gemm_tile_rows", "auto"}}).gemm_tile_rows, 8);
+  EXPECT_EQ(cl::lookup_tuning(avx2, {{"gemm_tile_rows", "auto"}}).gemm_tile_rows, 4);
+  EXPECT_EQ(cl::lookup_tuning(avx512, {{"gemm_tile_rows", 4}}).gemm_tile_rows, 4) << "a number is taken as given";
+  for (const json bad : {json(6), json("wide"), json(0)}) {
+    try {
+      (void)cl::lookup_tuning(avx2, {{"gemm_tile_rows", bad}});
+      ADD_FAILURE() << "accepted gemm_tile_rows " << bad.dump();
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("gemm_tile_rows"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Tuning, AFileWhoseDefaultLacksAKeyIsRefusedNamingIt) {
