@@ -190,6 +190,62 @@ nlohmann::json tally_json(const Tally& t) {
   return j;
 }
 
+// What a cell cost, over every task and haystack: device and host memory must stay flat with
+// the length, time grows with it. Times come from trials that read their whole document
+// (a trial resumed from a shared prefix, `resumed_at` > 0, read only part of it).
+struct Resources {
+  int trials = 0;
+  double peak_device = 0, host_rss = 0;  // maxima, bytes (host: records that have it)
+  std::vector<double> cycles, wall, tok_s;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::map<std::pair<std::string, int>, Resources> resources(const std::vector<nlohmann::json>& records,
+                                                           std::vector<std::string>& configs) {
+  std::map<std::pair<std::string, int>, Resources> out;
+  for (const auto& r : latest_records(records)) {
+    if (r.contains("error") || !r.contains("wall_s")) continue;  // every record the command writes has wall_s
+    const std::string c = r["config"].get<std::string>();
+    if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+    Resources& x = out[{c, r["length"].get<int>()}];
+    ++x.trials;
+    x.peak_device = std::max(x.peak_device, r.value("peak_device_bytes", 0.0));
+    x.host_rss = std::max(x.host_rss, r.value("host_peak_rss", 0.0));
+    if (r.contains("ccd_cycles")) x.cycles.push_back(r["ccd_cycles"].get<double>());
+    if (r.value("resumed_at", 0) == 0) {
+      if (r.contains("wall_s")) x.wall.push_back(r["wall_s"].get<double>());
+      if (r.contains("prefill_tok_s")) x.tok_s.push_back(r["prefill_tok_s"].get<double>());
+    }
+  }
+  return out;
+}
+
+std::string render_resources(const std::vector<nlohmann::json>& records) {
+  std::vector<std::string> configs;
+  const auto res = resources(records, configs);
+  if (res.empty()) return "";
+  auto mib = [](double b) { return b > 0 ? fmt_g(std::round(b / (1 << 20) * 10) / 10) : std::string("-"); };
+  auto num = [](double v, double scale) { return std::isnan(v) ? std::string("-") : fmt_g(std::round(v * scale) / scale); };
+  std::ostringstream o;
+  o << "### Resources per cell (every task and haystack)\n\n| config | length | trials | peak device MiB | host peak "
+       "RSS MiB | cycles (median) | s per full read (median) | prefill tok/s (median) |\n"
+       "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const std::string& c : configs)
+    for (const auto& [key, x] : res) {
+      if (key.first != c) continue;
+      o << "| " << c << " | " << key.second << " | " << x.trials << " | " << mib(x.peak_device) << " | "
+        << mib(x.host_rss) << " | " << num(median(x.cycles), 1) << " | " << num(median(x.wall), 10) << " | "
+        << num(median(x.tok_s), 10) << " |\n";
+    }
+  return o.str() + "\n";
+}
+
 // The default task's tables keep their old titles ("### passkey: pass key found, ...").
 std::string title(const std::string& task, const std::string& hay) {
   return task == kDefaultTask ? hay : task + " on " + hay;
@@ -237,6 +293,7 @@ std::string render_tables(const std::vector<nlohmann::json>& records) {
       }
     o << "\n";
   }
+  o << render_resources(records);
   return o.str();
 }
 

@@ -20,6 +20,7 @@
 #include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
 #include "tools/cli_common.h"
+#include "tools/llama_cpp_runner.h"
 #include "tools/progress.h"
 
 namespace infinipot::cli {
@@ -306,6 +307,7 @@ void nih_command(const NihOpts& o) {
                             {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
                             {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
                             {"n_predict", n_predict}, {"question", tr.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
+        reset_peak_rss();
         const auto t0 = std::chrono::steady_clock::now();
         auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
         std::string outcome;
@@ -345,6 +347,7 @@ void nih_command(const NihOpts& o) {
           // Over the tokens this trial read itself (a resumed trial skips the shared prefix).
           r["prefill_tok_s"] = g.prefill_s > 0 ? (g.prompt_tokens - ao.resume_body) / g.prefill_s : 0.0;
           r["peak_device_bytes"] = mem.value("peak", uint64_t(0));
+        r["host_peak_rss"] = host_peak_rss();  // since this trial began
           r["kv_capacity"] = a.kv_capacity;
           r["wall_s"] = wall();
           r["device"] = device_name;

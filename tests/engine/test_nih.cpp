@@ -412,6 +412,31 @@ TEST(NihTables, FoundOverTotalByLengthAndDepth) {
   EXPECT_EQ(s["haystacks"]["prose"]["by_config"][0]["total"], 1);
 }
 
+// The resources table: peak memory is the maximum, cycles the median, and the time columns use
+// only trials that read their whole document (resumed_at 0 or absent); errors are left out.
+TEST(NihTables, ResourcesPerCellUseFullReadsForTime) {
+  std::vector<nlohmann::json> rs;
+  auto with = [](nlohmann::json r, double peak, double rss, int cycles, double wall, double tps, int resumed) {
+    r["peak_device_bytes"] = peak;
+    r["host_peak_rss"] = rss;
+    r["ccd_cycles"] = cycles;
+    r["wall_s"] = wall;
+    r["prefill_tok_s"] = tps;
+    if (resumed >= 0) r["resumed_at"] = resumed;
+    return r;
+  };
+  const double MiB = 1 << 20;
+  rs.push_back(with(record("infinipot:pot=1024", "passkey", 8192, 0.9, 0, true), 170 * MiB, 300 * MiB, 15, 60, 130, 0));
+  rs.push_back(with(record("infinipot:pot=1024", "passkey", 8192, 0.5, 0, true), 172 * MiB, 310 * MiB, 15, 30, 90, 4000));
+  rs.push_back(with(record("infinipot:pot=1024", "prose", 8192, 0.9, 0, true), 171 * MiB, 305 * MiB, 16, 70, 120, -1));
+  nlohmann::json e = with(record("infinipot:pot=1024", "prose", 8192, 0.1, 0, false), 999 * MiB, 999 * MiB, 1, 1, 1, 0);
+  e["error"] = "refused";
+  rs.push_back(e);
+  const std::string t = render_tables(rs);
+  EXPECT_NE(t.find("### Resources per cell"), std::string::npos) << t;
+  EXPECT_NE(t.find("| infinipot:pot=1024 | 8192 | 3 | 172 | 310 | 15 | 65 | 125 |"), std::string::npos) << t;
+}
+
 TEST(NihTables, AllErrorsSayError) {
   nlohmann::json e = record("full", "passkey", 65536, 0.5, 0, false);
   e["error"] = "budget";
