@@ -36,7 +36,12 @@ PromptParts Engine::prompt_parts(const std::string& system, const std::string& d
   PromptParts p;
   p.body = tokenizer_->encode(document, false, false);
   if (!question.empty()) p.question = tokenizer_->encode("\n\n" + question, false, false);
-  if (raw) return p;
+  if (raw || template_->completion()) {
+    // Plain text (completion mode; a base model has no template): BOS first when the model
+    // asks for it (tokenizer.ggml.add_bos_token), as llama.cpp prompts it.
+    if (tokenizer_->add_bos_default() && tokenizer_->bos() >= 0) p.prefix = {tokenizer_->bos()};
+    return p;
+  }
   // Render with a sentinel in place of the user's text, then tokenize the template parts
   // with special-token parsing and the user's text without.
   static const std::string kSentinel = "\x01infinipot-user-text\x01";
