@@ -6,7 +6,9 @@
 //   lse:    [n][n_heads] float, log-sum-exp of each query row's scaled scores; lets
 //           attention_mass recompute probabilities without storing them
 // Query row i sits at slot n_past + i and sees slots 0 .. n_past + i (causal; every
-// earlier slot is in its past, whatever positions the pot gave them).
+// earlier slot is in its past, whatever positions the pot gave them), and of those only the
+// last `window` (sliding-window layers: slots > n_past + i - window; the host passes a window
+// larger than the capacity for global layers, so nothing is cut).
 // One work-item per (row, KV head) computes the GROUP query heads sharing that KV head, so
 // each key and value is read once per group; softmax is online (one pass, FlashAttention-style).
 #ifndef HEAD_DIM
@@ -32,7 +34,7 @@ inline void write_rows(float4 acc[GROUP][V4], const float* m, const float* s, in
 __kernel void attention(__global const float* q, const int ldq, __global const kv_t* k_cache,
                         __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                         const float scale, __global float* out, const int ldo, __global float* lse,
-                        const int n_heads) {
+                        const int n_heads, const int window) {
   const int i = get_global_id(0);
   const int g = get_global_id(1);
   if (i >= n) return;
@@ -51,7 +53,7 @@ __kernel void attention(__global const float* q, const int ldq, __global const k
   const int limit = n_past + i;
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
-  for (int j = 0; j <= limit; ++j) {
+  for (int j = max(0, limit - window + 1); j <= limit; ++j) {
     float4 kv[V4];
     for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, kb + (size_t)j * HEAD_DIM);
     float p[GROUP];
@@ -78,19 +80,20 @@ __kernel void attention(__global const float* q, const int ldq, __global const k
 
 // Attention mass the query rows [r0, r1) of a chunk pay to each KV entry, summed over the
 // GROUP query heads of each KV head (the Catalyst-Prompt score of InfiniPot, Eq. 2):
-//   mass[g][j] += sum_{i in [r0,r1), j <= n_past+i} sum_{h in group g} exp(q_ih . k_gj * scale - lse[i][h])
+//   mass[g][j] += sum_{i in [r0,r1), j <= n_past+i < j + window} sum_{h in group g} exp(q_ih . k_gj * scale - lse[i][h])
 //   mass: [n_kv_heads][cap]
 // One work-item per (entry j, KV head g), so the sum is deterministic (no atomics).
 __kernel void attention_mass(__global const float* q, const int ldq, __global const kv_t* k_cache,
                              const int cap, const int n_past, const int r0, const int r1, const float scale,
-                             __global const float* lse, const int n_heads, __global float* mass, const int mass_off) {
+                             __global const float* lse, const int n_heads, __global float* mass, const int mass_off,
+                             const int window) {
   const int j = get_global_id(0);
   const int g = get_global_id(1);
   if (j > n_past + r1 - 1) return;
   float4 kv[V4];
   for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, k_cache + ((size_t)g * cap + j) * HEAD_DIM);
   float total = 0.0f;
-  for (int i = max(r0, j - n_past); i < r1; ++i) {
+  for (int i = max(r0, j - n_past); i < min(r1, j - n_past + window); ++i) {
     for (int h = 0; h < GROUP; ++h) {
       const int head = g * GROUP + h;
       __global const float* qr = q + (size_t)i * ldq + head * HEAD_DIM;
@@ -113,7 +116,7 @@ __kernel __attribute__((reqd_work_group_size(TILE_ROWS, 1, 1)))
 void attention_tiled(__global const float* q, const int ldq, __global const kv_t* k_cache,
                      __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                      const float scale, __global float* out, const int ldo, __global float* lse,
-                     const int n_heads) {
+                     const int n_heads, const int window) {
   __local float4 ks[KEY_TILE * V4];
   __local float4 vs[KEY_TILE * V4];
   const int lid = get_local_id(0);
@@ -123,6 +126,8 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
   const bool active = i < n;
   const int limit = active ? n_past + i : -1;                        // last slot this row sees
   const int group_limit = n_past + min(row0 + TILE_ROWS, n) - 1;     // last slot any row sees
+  const int first = max(0, limit - window + 1);                      // first slot this row sees
+  const int group_first = max(0, n_past + row0 - window + 1);        // first slot any row sees
   float4 qv[GROUP][V4];
   float4 acc[GROUP][V4];
   float m[GROUP], s[GROUP];
@@ -137,7 +142,7 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
   }
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
-  for (int j0 = 0; j0 <= group_limit; j0 += KEY_TILE) {
+  for (int j0 = group_first; j0 <= group_limit; j0 += KEY_TILE) {
     for (int e = lid; e < KEY_TILE * V4; e += TILE_ROWS) {
       const int j = j0 + e / V4;
       ks[e] = j <= group_limit ? KV_LOAD4(e % V4, kb + (size_t)j * HEAD_DIM) : (float4)(0.0f);
@@ -145,7 +150,7 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     const int jend = min(KEY_TILE, limit - j0 + 1);
-    if (jend > 0) {
+    if (jend > 0 && j0 + KEY_TILE > first) {  // some key of the tile is in this row's window
       // Scores of the whole tile first, then one max and one vector exp per head: the exps
       // run 16 lanes wide instead of one key at a time.
       float p[GROUP][KEY_TILE];
@@ -153,7 +158,7 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
         for (int jj = 0; jj < KEY_TILE; ++jj) {
           float4 t = qv[h][0] * ks[jj * V4];
           for (int d = 1; d < V4; ++d) t = fma(qv[h][d], ks[jj * V4 + d], t);
-          p[h][jj] = jj < jend ? (t.x + t.y) + (t.z + t.w) : -INFINITY;
+          p[h][jj] = jj < jend && j0 + jj >= first ? (t.x + t.y) + (t.z + t.w) : -INFINITY;
         }
         float tile_max = p[h][0];
         for (int jj = 1; jj < jend; ++jj) tile_max = fmax(tile_max, p[h][jj]);

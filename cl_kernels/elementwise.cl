@@ -11,3 +11,22 @@ __kernel void swiglu(__global const float* gu, const int n_ff, __global float* a
   act[(size_t)r * n_ff + i] = g / (1.0f + exp(-g)) * u;
 }
 
+
+// GEGLU with the tanh form of GELU (Gemma): act[r][i] = gelu(gu[r][i]) * gu[r][n_ff + i],
+//   gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+//   gu: [n_rows][2*n_ff] (gate | up)   act: [n_rows][n_ff]
+__kernel void geglu_tanh(__global const float* gu, const int n_ff, __global float* act) {
+  const int i = get_global_id(0);
+  const int r = get_global_id(1);
+  if (i >= n_ff) return;
+  const float g = gu[(size_t)r * 2 * n_ff + i];
+  const float u = gu[(size_t)r * 2 * n_ff + n_ff + i];
+  const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+  act[(size_t)r * n_ff + i] = 0.5f * g * (1.0f + tanh(inner)) * u;
+}
+
+// x[i] *= s for i < n (Gemma scales its embeddings by sqrt(n_embd)).
+__kernel void scale(__global float* x, const int n, const float s) {
+  const int i = get_global_id(0);
+  if (i < n) x[i] *= s;
+}

@@ -97,7 +97,8 @@ class Engine {
   // text; only the template's own markers become special tokens.
   std::vector<TokenId> chat_prompt(const std::string& system, const std::string& user) const;
   // The same turn in parts: user text = document, then "\n\n" + question when one is given.
-  // raw: no template (prefix and tail empty).
+  // raw, or a model without a chat template (completion mode): the text as is, after BOS when
+  // the model asks for one (prefix = [BOS] or empty; tail empty).
   PromptParts prompt_parts(const std::string& system, const std::string& document, const std::string& question,
                            bool raw = false) const;
   // The catalyst prompt (CaP): text asked where the question will be, in the same template,

@@ -18,6 +18,10 @@ PerplexityResult perplexity(Engine& engine, const std::vector<TokenId>& tokens, 
   const auto t0 = std::chrono::steady_clock::now();
   const int first = n_ctx / 2;  // only the second half of each window is scored
   const int chunk = engine.chunk();
+  // A model that asks for BOS (add_bos_token) sees one at the start of every window, in place
+  // of the window's first token, as llama-perplexity feeds it (that token is never scored).
+  const Tokenizer& tok = engine.tokenizer();
+  const TokenId bos = tok.add_bos_default() ? tok.bos() : -1;
   double nll_sum = 0, nll2_sum = 0;
   int count = 0;
   for (int w = 0; w < windows; ++w) {
@@ -26,6 +30,7 @@ PerplexityResult perplexity(Engine& engine, const std::vector<TokenId>& tokens, 
     for (int c0 = 0; c0 < n_ctx; c0 += chunk) {
       const int n = std::min(chunk, n_ctx - c0);
       std::vector<TokenId> part(tokens.begin() + start + c0, tokens.begin() + start + c0 + n);
+      if (c0 == 0 && bos >= 0) part[0] = bos;
       engine.forward().eval(part);
       // Row j (window position c0 + j) predicts the token at window position c0 + j + 1.
       std::vector<TokenId> targets(n, -1);

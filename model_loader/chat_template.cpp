@@ -85,8 +85,10 @@ ChatTemplate ChatTemplate::from_template(const std::optional<std::string>& templ
   ct.end_of_turn_ = kImEnd;
   if (!template_text) {
     if (!vocab_has_im_start) {
-      throw ChatTemplateError(
-          "model has no tokenizer.chat_template and no <|im_start|> token to fall back to ChatML with");
+      // A base model (Gemma 3 270M): no turns to format; the engine prompts with plain text.
+      ct.family_ = "none";
+      ct.end_of_turn_.clear();
+      return ct;
     }
     return ct;  // ChatML without a default system prompt
   }
@@ -119,6 +121,9 @@ ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& file) {
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  if (completion()) {
+    throw ChatTemplateError("model has no tokenizer.chat_template (a base model): prompt it with plain text (--raw)");
+  }
   std::string out;
   auto turn = [&](const std::string& role, const std::string& content) {
     if (role.empty() || role.find('\n') != std::string::npos) {

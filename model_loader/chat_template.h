@@ -22,8 +22,9 @@ struct ChatMessage {
 
 class ChatTemplate {
  public:
-  // ChatTemplateError for a template of another family (named when recognised), or for a
-  // missing template when the vocabulary has no <|im_start|> to fall back to ChatML with.
+  // ChatTemplateError for a template of another family (named when recognised). A file with
+  // no template and no <|im_start|> to fall back to ChatML with is a base model: family
+  // "none", prompted with plain text (completion()).
   static ChatTemplate from_gguf(const gguf::GgufFile& file);
   // The same decision from the template text (nullopt: the model has none) and whether the
   // vocabulary has <|im_start|>.
@@ -32,7 +33,9 @@ class ChatTemplate {
   // When the template inserts a default system prompt (SmolLM2 does) and messages have
   // none, it is inserted here too.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
-  const std::string& family() const { return family_; }       // "chatml"
+  const std::string& family() const { return family_; }       // "chatml" or "none"
+  // No chat template: prompts are the text as is (base models); render() refuses.
+  bool completion() const { return family_ == "none"; }
   const std::string& end_of_turn() const { return end_of_turn_; }  // "<|im_end|>"
   // System prompt the template inserts when the conversation has none; "" if it has none.
   const std::string& default_system() const { return default_system_; }

@@ -1,4 +1,4 @@
-// Llama hyperparameters from GGUF metadata and the weight table, each checked against the
+// Model hyperparameters (llama, gemma3) from GGUF metadata and the weight table, each checked against the
 // tensors in the file so the runtime can trust every shape. Errors start with the file name
 // and say which key or tensor is wrong, what was expected and where that expectation came
 // from.
@@ -98,18 +98,19 @@ void read_vocab_size(const GgufFile& f, LlamaConfig& cfg) {
   if (embd == nullptr) fail(f, "missing tensor 'token_embd.weight' (the token embedding table)");
   if (embd->shape.size() != 2 || embd->shape[0] != cfg.n_embd) {
     fail(f, fmt::format("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab] from "
-                        "llama.embedding_length", shape_str(embd->shape), cfg.n_embd));
+                        "{}.embedding_length", shape_str(embd->shape), cfg.n_embd, cfg.architecture));
   }
   if (embd->shape[1] > kIntMax) {
     fail(f, fmt::format("tensor 'token_embd.weight' has {} rows; at most {} tokens are supported",
                         embd->shape[1], kIntMax));
   }
   cfg.n_vocab = static_cast<int>(embd->shape[1]);
-  if (f.has("llama.vocab_size")) {
-    uint64_t declared = f.get_u64("llama.vocab_size");
+  const std::string vocab_key = cfg.architecture + ".vocab_size";
+  if (f.has(vocab_key)) {
+    uint64_t declared = f.get_u64(vocab_key);
     if (declared != static_cast<uint64_t>(cfg.n_vocab)) {
-      fail(f, fmt::format("metadata 'llama.vocab_size' is {} but tensor 'token_embd.weight' has "
-                          "{} rows (one per token)", declared, cfg.n_vocab));
+      fail(f, fmt::format("metadata '{}' is {} but tensor 'token_embd.weight' has "
+                          "{} rows (one per token)", vocab_key, declared, cfg.n_vocab));
     }
   }
   if (f.has("tokenizer.ggml.tokens")) {
@@ -125,66 +126,119 @@ void read_vocab_size(const GgufFile& f, LlamaConfig& cfg) {
 
 }  // namespace
 
+namespace {
+
+// What differs between the supported families, as data: the forward pass reads these fields.
+void apply_architecture(const GgufFile& f, const std::string& a, LlamaConfig& cfg) {
+  cfg.layer_kind.assign(static_cast<size_t>(cfg.n_layer), AttentionKind::Global);
+  if (a == "llama") return;
+  // gemma3 (llama.cpp src/models/gemma3.cpp; google/gemma_pytorch config.py)
+  cfg.rope_neox = true;
+  cfg.qk_norm = true;
+  cfg.post_norms = true;
+  cfg.ffn_act = FfnActivation::GeluTanh;
+  cfg.embd_scale = std::sqrt(static_cast<float>(cfg.n_embd));
+  cfg.sliding_window = get_int(f, a + ".attention.sliding_window", 1, kIntMax);
+  cfg.rope_theta_local = get_positive_float_or(f, a + ".rope.freq_base_swa", 10000.f);
+  const std::string pattern_key = a + ".attention.sliding_window_pattern";
+  if (f.has(pattern_key) && f.get(pattern_key).is_array()) {
+    fail(f, fmt::format("metadata '{}' is a per-layer array; only a period (an integer) is supported", pattern_key));
+  }
+  // Period p: layers with il % p < p - 1 are local, every p-th is global (p == 0: all local).
+  const int period = get_int_or(f, pattern_key, 0, 4096, 6);
+  for (int il = 0; il < cfg.n_layer; ++il) {
+    if (period == 0 || il % period < period - 1) cfg.layer_kind[static_cast<size_t>(il)] = AttentionKind::Local;
+  }
+  // Gemma 3 27B scales by n_embd / n_head instead; its query_pre_attn_scalar differs from
+  // head_dim, which the file does not record, so it is refused rather than mis-scaled.
+  if (cfg.n_layer == 62) {
+    fail(f, "gemma3 with 62 layers (27B) scales attention by n_embd / n_head, which is not implemented");
+  }
+  const std::string softcap_key = a + ".final_logit_softcapping";
+  if (f.has(softcap_key) && f.get_f32(softcap_key) != 0.f) {
+    fail(f, fmt::format("metadata '{}' asks for a final logit soft-cap, which is not implemented", softcap_key));
+  }
+}
+
+}  // namespace
+
 LlamaConfig read_llama_config(const GgufFile& f) {
   LlamaConfig cfg;
   cfg.architecture = f.get_string("general.architecture");
-  if (cfg.architecture != "llama") {
-    fail(f, fmt::format("unsupported architecture '{}' (general.architecture): only 'llama' is "
-                        "supported", cfg.architecture));
+  const std::string& a = cfg.architecture;
+  if (a != "llama" && a != "gemma3") {
+    fail(f, fmt::format("unsupported architecture '{}' (general.architecture): only 'llama' and 'gemma3' are "
+                        "supported", a));
   }
   if (f.has("general.name") && f.get("general.name").type == gguf::ValueType::STRING) {
     cfg.name = f.get_string("general.name");
   }
-  cfg.n_layer = get_int(f, "llama.block_count", 1, 4096);
-  cfg.n_embd = get_int(f, "llama.embedding_length", 1, 1 << 20);
-  cfg.n_ff = get_int(f, "llama.feed_forward_length", 1, 1 << 24);
-  cfg.n_head = get_int(f, "llama.attention.head_count", 1, 4096);
-  cfg.n_head_kv = get_int_or(f, "llama.attention.head_count_kv", 1, cfg.n_head, cfg.n_head);
-  cfg.n_ctx_train = get_int(f, "llama.context_length", 1, kIntMax);
-  if (cfg.n_embd % cfg.n_head != 0) {
+  cfg.n_layer = get_int(f, a + ".block_count", 1, 4096);
+  cfg.n_embd = get_int(f, a + ".embedding_length", 1, 1 << 20);
+  cfg.n_ff = get_int(f, a + ".feed_forward_length", 1, 1 << 24);
+  cfg.n_head = get_int(f, a + ".attention.head_count", 1, 4096);
+  cfg.n_head_kv = get_int_or(f, a + ".attention.head_count_kv", 1, cfg.n_head, cfg.n_head);
+  cfg.n_ctx_train = get_int(f, a + ".context_length", 1, kIntMax);
+  if (a == "llama" && cfg.n_embd % cfg.n_head != 0) {
     fail(f, fmt::format("llama.embedding_length {} is not divisible by llama.attention.head_count {}",
                         cfg.n_embd, cfg.n_head));
   }
   if (cfg.n_head % cfg.n_head_kv != 0) {
-    fail(f, fmt::format("llama.attention.head_count {} is not divisible by "
-                        "llama.attention.head_count_kv {}", cfg.n_head, cfg.n_head_kv));
+    fail(f, fmt::format("{0}.attention.head_count {1} is not divisible by {0}.attention.head_count_kv {2}", a,
+                        cfg.n_head, cfg.n_head_kv));
   }
-  cfg.head_dim = cfg.n_embd / cfg.n_head;
-  // Models with a head size other than n_embd / n_head declare it here; the runtime assumes
-  // n_head * head_dim == n_embd, so such a model is refused instead of computed wrongly.
-  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"}) {
-    if (f.has(key) && f.get_u64(key) != static_cast<uint64_t>(cfg.head_dim)) {
-      fail(f, fmt::format("metadata '{}' is {} but llama.embedding_length / head_count is {}; "
-                          "a separate head size is not supported", key, f.get_u64(key), cfg.head_dim));
+  const std::string key_len = a + ".attention.key_length", value_len = a + ".attention.value_length";
+  if (a == "llama") {
+    cfg.head_dim = cfg.n_embd / cfg.n_head;
+    // Llama models with a head size other than n_embd / n_head declare it here; they are
+    // refused instead of computed wrongly.
+    for (const std::string& key : {key_len, value_len}) {
+      if (f.has(key) && f.get_u64(key) != static_cast<uint64_t>(cfg.head_dim)) {
+        fail(f, fmt::format("metadata '{}' is {} but llama.embedding_length / head_count is {}; "
+                            "a separate head size is not supported", key, f.get_u64(key), cfg.head_dim));
+      }
     }
+  } else {
+    // Gemma's heads need not tile n_embd (270M: 4 x 256 over 640); keys and values share the size.
+    cfg.head_dim = get_int_or(f, key_len, 1, 1 << 16, cfg.n_embd / cfg.n_head);
+    const int v = get_int_or(f, value_len, 1, 1 << 16, cfg.head_dim);
+    if (v != cfg.head_dim) {
+      fail(f, fmt::format("metadata '{}' is {} but '{}' is {}; different key and value sizes are not supported",
+                          value_len, v, key_len, cfg.head_dim));
+    }
+    if (cfg.head_dim < 1) fail(f, fmt::format("head size is 0 ({} / head_count)", a + ".embedding_length"));
   }
-  cfg.n_rot = get_int_or(f, "llama.rope.dimension_count", 1, cfg.head_dim, cfg.head_dim);
+  cfg.n_rot = get_int_or(f, a + ".rope.dimension_count", 1, cfg.head_dim, cfg.head_dim);
   if (cfg.n_rot % 2 != 0) {
-    fail(f, fmt::format("metadata 'llama.rope.dimension_count' is {}; expected an even number", cfg.n_rot));
+    fail(f, fmt::format("metadata '{}.rope.dimension_count' is {}; expected an even number", a, cfg.n_rot));
   }
-  cfg.rope_theta = get_positive_float_or(f, "llama.rope.freq_base", 10000.f);
-  cfg.rms_eps = get_positive_float_or(f, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  cfg.rope_theta = get_positive_float_or(f, a + ".rope.freq_base", 10000.f);
+  cfg.rms_eps = get_positive_float_or(f, a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
   // Ignoring RoPE scaling would silently give wrong outputs past the original context.
-  if (f.has("llama.rope.scaling.type")) {
-    std::string scaling = f.get_string("llama.rope.scaling.type");
+  if (f.has(a + ".rope.scaling.type")) {
+    std::string scaling = f.get_string(a + ".rope.scaling.type");
     if (scaling != "none") {
-      fail(f, fmt::format("RoPE scaling '{}' (llama.rope.scaling.type) is not supported", scaling));
+      fail(f, fmt::format("RoPE scaling '{}' ({}.rope.scaling.type) is not supported", scaling, a));
     }
   }
   read_vocab_size(f, cfg);
   cfg.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  apply_architecture(f, a, cfg);
+  cfg.attn_scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
   return cfg;
 }
 
 WeightTable map_weights(const GgufFile& f, const LlamaConfig& cfg) {
-  const int64_t embd = cfg.n_embd, vocab = cfg.n_vocab, ff = cfg.n_ff;
+  const int64_t embd = cfg.n_embd, vocab = cfg.n_vocab, ff = cfg.n_ff, hd = cfg.head_dim;
   const int64_t q_dim = int64_t{cfg.n_head} * cfg.head_dim;
   const int64_t kv_dim = int64_t{cfg.n_head_kv} * cfg.head_dim;
-  const char* from_embd = "llama.embedding_length";
-  const char* from_vocab = "llama.embedding_length and the token_embd.weight rows";
-  const char* from_q = "llama.embedding_length and llama.attention.head_count";
-  const char* from_kv = "llama.embedding_length and llama.attention.head_count_kv";
-  const char* from_ff = "llama.embedding_length and llama.feed_forward_length";
+  const std::string a = cfg.architecture;
+  const std::string from_embd = a + ".embedding_length";
+  const std::string from_vocab = a + ".embedding_length and the token_embd.weight rows";
+  const std::string from_q = a + ".embedding_length and " + a + ".attention.head_count";
+  const std::string from_kv = a + ".embedding_length and " + a + ".attention.head_count_kv";
+  const std::string from_ff = a + ".embedding_length and " + a + ".feed_forward_length";
+  const std::string from_hd = "the head size (" + a + ".attention.key_length)";
 
   WeightTable w{};
   w.token_embd = require_tensor(f, "token_embd.weight", {embd, vocab}, from_vocab, false);
@@ -204,6 +258,14 @@ WeightTable map_weights(const GgufFile& f, const LlamaConfig& cfg) {
     l.w_gate = require_tensor(f, name("ffn_gate"), {embd, ff}, from_ff, false);
     l.w_up = require_tensor(f, name("ffn_up"), {embd, ff}, from_ff, false);
     l.w_down = require_tensor(f, name("ffn_down"), {ff, embd}, from_ff, false);
+    if (cfg.qk_norm) {
+      l.q_norm = require_tensor(f, name("attn_q_norm"), {hd}, from_hd, true);
+      l.k_norm = require_tensor(f, name("attn_k_norm"), {hd}, from_hd, true);
+    }
+    if (cfg.post_norms) {
+      l.post_attn_norm = require_tensor(f, name("post_attention_norm"), {embd}, from_embd, true);
+      l.post_ffn_norm = require_tensor(f, name("post_ffw_norm"), {embd}, from_embd, true);
+    }
     w.layers.push_back(l);
   }
   return w;

@@ -1,5 +1,6 @@
-// Llama-architecture hyperparameters and the weight table, read from GGUF metadata and
-// validated against the tensors actually present.
+// The model description every supported architecture (llama, gemma3) maps its GGUF metadata
+// into, and the weight table, validated against the tensors actually present. The forward pass
+// reads only this description: what differs between families is data here, not a code fork.
 #pragma once
 #include <string>
 #include <vector>
@@ -7,21 +8,50 @@
 
 namespace infinipot {
 
+// Global layers attend to every earlier position; local (sliding-window) layers only to the
+// last `sliding_window` positions, the query's own included.
+enum class AttentionKind { Global, Local };
+// The gated feed-forward's activation: act = f(gate) * up.
+enum class FfnActivation { SiLU, GeluTanh };
+
+// (The name predates gemma3; it describes every supported architecture. `<arch>` below is
+// general.architecture, the prefix of every hyperparameter key.)
 struct LlamaConfig {
-  std::string architecture;   // "llama"
+  std::string architecture;   // "llama" or "gemma3"
   std::string name;           // general.name, for display
-  int n_layer = 0;            // llama.block_count
-  int n_embd = 0;             // llama.embedding_length (d_model)
-  int n_ff = 0;               // llama.feed_forward_length
-  int n_head = 0;             // llama.attention.head_count
-  int n_head_kv = 0;          // llama.attention.head_count_kv (GQA groups)
-  int head_dim = 0;           // n_embd / n_head (== llama.rope.dimension_count)
-  int n_rot = 0;              // llama.rope.dimension_count (rotated dims per head)
+  int n_layer = 0;            // <arch>.block_count
+  int n_embd = 0;             // <arch>.embedding_length (d_model)
+  int n_ff = 0;               // <arch>.feed_forward_length
+  int n_head = 0;             // <arch>.attention.head_count
+  int n_head_kv = 0;          // <arch>.attention.head_count_kv (GQA groups)
+  int head_dim = 0;           // <arch>.attention.key_length, else n_embd / n_head
+  int n_rot = 0;              // <arch>.rope.dimension_count (rotated dims per head), else head_dim
   int n_vocab = 0;            // rows of token_embd
-  int n_ctx_train = 0;        // llama.context_length
-  float rope_theta = 10000.f; // llama.rope.freq_base
-  float rms_eps = 1e-5f;      // llama.attention.layer_norm_rms_epsilon
+  int n_ctx_train = 0;        // <arch>.context_length
+  float rope_theta = 10000.f; // <arch>.rope.freq_base (global layers)
+  float rms_eps = 1e-5f;      // <arch>.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;  // no output.weight: the LM head reuses token_embd
+
+  // What the architecture table (model_config.cpp) sets; the defaults are llama's.
+  // RoPE pairs (i, i + n_rot/2) ("NEOX", gemma) instead of (2i, 2i+1) (llama GGUF, whose
+  // converter already permuted q/k). The runtime rotates adjacent pairs only, so the loader
+  // permutes the q/k rows (and QK-norm weights) of a NEOX model at upload: same dot products.
+  bool rope_neox = false;
+  std::vector<AttentionKind> layer_kind;  // [n_layer]; all Global for llama
+  int sliding_window = 0;                 // <arch>.attention.sliding_window (Local layers)
+  float rope_theta_local = 10000.f;       // <arch>.rope.freq_base_swa (Local layers), else 1e4
+  bool qk_norm = false;       // RMSNorm over head_dim on each q and k head (attn_q_norm/attn_k_norm)
+  bool post_norms = false;    // RMSNorm of the attention and FFN outputs before the residual add
+  FfnActivation ffn_act = FfnActivation::SiLU;
+  float embd_scale = 1.f;     // embeddings are multiplied by this (gemma: sqrt(n_embd))
+  float attn_scale = 0.f;     // scores = q.k * attn_scale (1/sqrt(head_dim) for both families)
+
+  bool has_local_layers() const {
+    for (AttentionKind k : layer_kind)
+      if (k == AttentionKind::Local) return true;
+    return false;
+  }
+  bool is_local(int layer) const { return layer_kind.at(static_cast<size_t>(layer)) == AttentionKind::Local; }
 };
 
 // Shapes below are in ggml order [ne0 (contiguous), ne1].
@@ -35,6 +65,11 @@ struct LayerWeights {
   const gguf::TensorInfo* w_gate;     // [n_embd, n_ff]
   const gguf::TensorInfo* w_up;       // [n_embd, n_ff]
   const gguf::TensorInfo* w_down;     // [n_ff, n_embd]
+  // Only when the config says so (else nullptr):
+  const gguf::TensorInfo* q_norm = nullptr;          // [head_dim]  qk_norm
+  const gguf::TensorInfo* k_norm = nullptr;          // [head_dim]  qk_norm
+  const gguf::TensorInfo* post_attn_norm = nullptr;  // [n_embd]    post_norms
+  const gguf::TensorInfo* post_ffn_norm = nullptr;   // [n_embd]    post_norms
 };
 
 struct WeightTable {
@@ -44,15 +79,18 @@ struct WeightTable {
   std::vector<LayerWeights> layers;     // n_layer
 };
 
-// Reads and checks the hyperparameters: architecture must be "llama", required keys present,
-// values positive and consistent (n_embd % n_head == 0, n_head % n_head_kv == 0, ...).
-// Required: general.architecture, llama.block_count, llama.embedding_length,
-// llama.feed_forward_length, llama.attention.head_count, llama.context_length. Optional:
-// llama.attention.head_count_kv (= head_count), llama.rope.freq_base (10000),
-// llama.attention.layer_norm_rms_epsilon (1e-5), llama.rope.dimension_count (= head_dim).
-// n_vocab is token_embd.weight's row count; llama.vocab_size and tokenizer.ggml.tokens, when
-// present, must agree with it. RoPE scaling and a head size other than n_embd / n_head are
-// refused (the runtime does not implement them).
+// Reads and checks the hyperparameters: architecture must be "llama" or "gemma3", required keys
+// present, values positive and consistent (n_head % n_head_kv == 0, ...). With <arch> the
+// architecture: required general.architecture, <arch>.block_count, <arch>.embedding_length,
+// <arch>.feed_forward_length, <arch>.attention.head_count, <arch>.context_length. Optional:
+// <arch>.attention.head_count_kv (= head_count), <arch>.rope.freq_base (10000),
+// <arch>.attention.layer_norm_rms_epsilon (1e-5; gemma3 1e-6), <arch>.rope.dimension_count
+// (= head_dim), <arch>.attention.key_length/value_length (llama: must be n_embd / n_head;
+// gemma3: the head size, equal). gemma3 also: <arch>.attention.sliding_window (required),
+// <arch>.attention.sliding_window_pattern (6: five local layers, then one global),
+// <arch>.rope.freq_base_swa (10000). n_vocab is token_embd.weight's row count;
+// <arch>.vocab_size and tokenizer.ggml.tokens, when present, must agree with it. RoPE scaling
+// and a final logit soft-cap are refused (the runtime does not implement them).
 LlamaConfig read_llama_config(const gguf::GgufFile& file);
 // Finds every tensor, checks its shape against the config and that its type is supported;
 // errors name the tensor, the expected and the found shape/type.

@@ -22,7 +22,7 @@ std::array<std::optional<TypeTraits>, kMaxTypeId + 1> make_table() {
   std::array<std::optional<TypeTraits>, kMaxTypeId + 1> t{};
   auto set = [&](uint32_t id, const char* name, int64_t elems, size_t bytes, bool supported) {
     // Keep in step with WTYPE in cl_kernels/quant_formats.cl.
-    const bool on_device = id == 0 || id == 1 || id == 2 || id == 3 || id == 8 || id == 14;
+    const bool on_device = id == 0 || id == 1 || id == 2 || id == 3 || id == 6 || id == 8 || id == 12 || id == 14;
     t[id] = TypeTraits{name, elems, bytes, supported, on_device};
   };
   set(0, "F32", 1, 4, true);

@@ -50,8 +50,10 @@ GemmLayer make_gemm(cl::Context& ctx, int max_chunk, const Sizes& s) {
 cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, int lm_tile) {
   Sizes s = sizes(cfg, max_chunk, lm_tile);
   cl::MemoryPlan p = GemmLayer::plan(gemm_backend, max_chunk, s.widest_in, s.largest_weight);
+  // ids, the RoPE tables (a second one for local layers with their own base), x, xn, ...
+  const size_t rope_tables = cfg.has_local_layers() ? 2 : 1;
   p[cl::MemCategory::Activations] =
-      s.ids * (1 + cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8;
+      s.ids * (1 + rope_tables * cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8;
   p[cl::MemCategory::Scratch] = s.logits;
   return p;
 }
@@ -66,6 +68,7 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   using cl::MemCategory;
   ids_ = mem.alloc(MemCategory::Activations, s.ids, "ids");
   pos_ = mem.alloc(MemCategory::Activations, s.ids * c.n_rot, "rope_angles");
+  if (c.has_local_layers()) pos_local_ = mem.alloc(MemCategory::Activations, s.ids * c.n_rot, "rope_angles_local");
   x_ = mem.alloc(MemCategory::Activations, s.x, "x");
   xn_ = mem.alloc(MemCategory::Activations, s.x, "x_norm");
   qkv_ = mem.alloc(MemCategory::Activations, s.qkv, "qkv");
@@ -121,54 +124,92 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
   ctx_.write(ids_, tokens.data(), n * sizeof(int));
   const std::vector<float> angles = ops::rope_angles(pos, c.n_rot, c.rope_theta);
   ctx_.write(pos_, angles.data(), angles.size() * sizeof(float));
-
-  const int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-  const ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv_.capacity(), kv_.half()};
-
-  // Embedding: x = token_embd[tokens]                                   [n][n_embd]
-  ops::embed(ctx_, m_.token_embd, ids_, n, x_);
-
-  for (int l = 0; l < c.n_layer; ++l) {
-    const DeviceLayer& L = m_.layers[l];
-    // Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
-    ops::rms_norm(ctx_, x_, L.attn_norm, xn_, n, c.n_embd, c.rms_eps);           // xn  [n][n_embd]
-    set_input(xn_, n, c.n_embd);
-    if (L.qkv_fused()) {
-      project(L.wqkv, qkv_, qkv_ld_, 0, false);                          // q|k|v [n][qkv_ld]
-    } else {
-      project(L.wq, qkv_, qkv_ld_, 0, false);                            // q   [n][q_dim]
-      project(L.wk, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
-      project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
-    }
-    // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
-    ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, pos_, kv_.keys(l),
-                       kv_.values(l), kv_.capacity(), n_past, n, kv_.half());
-    ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
-    if (opts.mass)
-      ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, opts.mass_from_row,
-                          opts.mass_to_row < 0 ? n : std::min(n, opts.mass_to_row), lse_, *opts.mass,
-                          size_t(l) * c.n_head_kv * kv_.capacity());
-    set_input(attn_, n, q_dim);
-    project(L.wo, x_, c.n_embd, 0, true);                              // x  += attn Wo^T
-
-    // Feed-forward block: x += W_down · (silu(W_gate·xn) * (W_up·xn))
-    ops::rms_norm(ctx_, x_, L.ffn_norm, xn_, n, c.n_embd, c.rms_eps);
-    set_input(xn_, n, c.n_embd);
-    if (L.gate_up_fused()) {
-      project(L.w_gate_up, gu_, 2 * c.n_ff, 0, false);                   // gate|up [n][2 n_ff]
-    } else {
-      project(L.w_gate, gu_, 2 * c.n_ff, 0, false);                      // gate [n][n_ff]
-      project(L.w_up, gu_, 2 * c.n_ff, c.n_ff, false);                   // up   [n][n_ff]
-    }
-    ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                     // act  [n][n_ff]
-    set_input(act_, n, c.n_ff);
-    project(L.w_down, x_, c.n_embd, 0, true);                           // x  += act Wd^T
+  if (c.has_local_layers()) {
+    const std::vector<float> local = ops::rope_angles(pos, c.n_rot, c.rope_theta_local);
+    ctx_.write(pos_local_, local.data(), local.size() * sizeof(float));
   }
+  // Attention mass sums over every layer's KV entries; a sliding-window layer would need its
+  // own ring of entries, which the pot does not have yet.
+  if (opts.mass && c.has_local_layers())
+    throw cl::ClError("eval: attention mass (the pot's scores) is not implemented for sliding-window layers (" +
+                      c.architecture + "); run without --pot and with --policy full");
+  // The window is applied by slot, which equals the position only while nothing was evicted.
+  if (c.has_local_layers() && kv_.next_position() != n_past)
+    throw cl::ClError("eval: sliding-window layers need slot == position (a full KV cache); this KV store was "
+                      "compacted (" + std::to_string(n_past) + " entries, next position " +
+                      std::to_string(kv_.next_position()) + ")");
+  mass_ = opts.mass;
+  mass_from_ = opts.mass_from_row;
+  mass_to_ = opts.mass_to_row < 0 ? n : std::min(n, opts.mass_to_row);
+
+  // Embedding: x = token_embd[tokens] * embd_scale                        [n][n_embd]
+  ops::embed(ctx_, m_.token_embd, ids_, n, x_);
+  if (c.embd_scale != 1.f) ops::scale(ctx_, x_, size_t(n) * c.n_embd, c.embd_scale);
+
+  for (int l = 0; l < c.n_layer; ++l) layer(l, n, n_past);
   // Final norm of every row: the LM head reads xn.
   ops::rms_norm(ctx_, x_, m_.output_norm, xn_, n, c.n_embd, c.rms_eps);
   ctx_.finish();
   kv_.commit(n);
   last_n_ = n;
+}
+
+void Forward::layer(int l, int n, int n_past) {
+  const LlamaConfig& c = m_.cfg;
+  const DeviceLayer& L = m_.layers[l];
+  const int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  const bool local = c.is_local(l);
+  ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv_.capacity(), kv_.half()};
+  shape.scale = c.attn_scale;
+  shape.window = local ? c.sliding_window : 0;
+
+  // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn)), rope(qk_norm(Wk·xn)), Wv·xn)
+  ops::rms_norm(ctx_, x_, L.attn_norm, xn_, n, c.n_embd, c.rms_eps);           // xn  [n][n_embd]
+  set_input(xn_, n, c.n_embd);
+  if (L.qkv_fused()) {
+    project(L.wqkv, qkv_, qkv_ld_, 0, false);                          // q|k|v [n][qkv_ld]
+  } else {
+    project(L.wq, qkv_, qkv_ld_, 0, false);                            // q   [n][q_dim]
+    project(L.wk, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
+    project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
+  }
+  if (c.qk_norm) {  // each q and k head normalised over head_dim, in place
+    ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, n, L.q_norm, c.rms_eps);
+    ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, n, L.k_norm, c.rms_eps);
+  }
+  // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
+  ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, local ? pos_local_ : pos_,
+                     kv_.keys(l), kv_.values(l), kv_.capacity(), n_past, n, kv_.half());
+  ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
+  if (mass_)
+    ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, mass_from_, mass_to_, lse_, *mass_,
+                        size_t(l) * c.n_head_kv * kv_.capacity());
+  set_input(attn_, n, q_dim);
+  if (c.post_norms) {  // xn is free again: it takes Wo's output, normed into x
+    project(L.wo, xn_, c.n_embd, 0, false);                            // xn  = attn Wo^T
+    ops::rms_norm_add(ctx_, xn_, L.post_attn_norm, x_, n, c.n_embd, c.rms_eps);  // x += norm(xn)
+  } else {
+    project(L.wo, x_, c.n_embd, 0, true);                              // x  += attn Wo^T
+  }
+
+  // Feed-forward block: x += [post_norm] W_down · (act(W_gate·xn) * (W_up·xn)), act SiLU or GELU-tanh
+  ops::rms_norm(ctx_, x_, L.ffn_norm, xn_, n, c.n_embd, c.rms_eps);
+  set_input(xn_, n, c.n_embd);
+  if (L.gate_up_fused()) {
+    project(L.w_gate_up, gu_, 2 * c.n_ff, 0, false);                   // gate|up [n][2 n_ff]
+  } else {
+    project(L.w_gate, gu_, 2 * c.n_ff, 0, false);                      // gate [n][n_ff]
+    project(L.w_up, gu_, 2 * c.n_ff, c.n_ff, false);                   // up   [n][n_ff]
+  }
+  if (c.ffn_act == FfnActivation::GeluTanh) ops::geglu_tanh(ctx_, gu_, n, c.n_ff, act_);  // act [n][n_ff]
+  else ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                          // act [n][n_ff]
+  set_input(act_, n, c.n_ff);
+  if (c.post_norms) {
+    project(L.w_down, xn_, c.n_embd, 0, false);                        // xn  = act Wd^T
+    ops::rms_norm_add(ctx_, xn_, L.post_ffn_norm, x_, n, c.n_embd, c.rms_eps);   // x += norm(xn)
+  } else {
+    project(L.w_down, x_, c.n_embd, 0, true);                          // x  += act Wd^T
+  }
 }
 
 std::vector<float> Forward::last_logits() {

@@ -1,6 +1,7 @@
-// The llama forward pass on the device. eval() runs a chunk of tokens through every
-// layer, appending their keys/values to the KV store; the results stay on the device
-// until asked for (last-row logits for sampling, per-token NLL for perplexity and NuC).
+// The forward pass on the device, for every architecture the model description (LlamaConfig)
+// covers. eval() runs a chunk of tokens through every layer, appending their keys/values to
+// the KV store; the results stay on the device until asked for (last-row logits for
+// sampling, per-token NLL for perplexity and NuC).
 #pragma once
 #include <vector>
 #include "model_loader/tokenizer.h"
@@ -45,6 +46,8 @@ class Forward {
   // types the tuning's matvec_int8 lists); more go through the GEMM layer.
   void set_input(const cl::Buffer& in, int n, int k);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
+  // One transformer block: attention, then the gated feed-forward, each added into x_.
+  void layer(int l, int n, int n_past);
 
   cl::Context& ctx_;
   const DeviceModel& m_;
@@ -53,9 +56,12 @@ class Forward {
   int lm_tile_;
   int last_n_ = 0;
   int qkv_ld_ = 0;  // (n_head + 2 n_head_kv) * head_dim
+  cl::Buffer* mass_ = nullptr;  // the current eval()'s EvalOptions::mass, and its rows
+  int mass_from_ = 0, mass_to_ = 0;
 
   cl::Buffer ids_;   // [max_chunk] int
   cl::Buffer pos_;   // [max_chunk][n_rot/2] float2: RoPE (cos, sin) of each token's position
+  cl::Buffer pos_local_;  // [max_chunk][n_rot/2] float2: the same at rope_theta_local (local layers only)
   cl::Buffer x_;     // [max_chunk][n_embd]   residual stream
   cl::Buffer xn_;    // [max_chunk][n_embd]   normed input of a block; final norm output
   cl::Buffer qkv_;   // [max_chunk][qkv_ld]   q | k | v

@@ -1,5 +1,6 @@
 #include "runtime/model_weights.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "model_loader/quant.h"
@@ -8,9 +9,33 @@
 namespace infinipot {
 namespace {
 
-// Uploads the row-wise concatenation of tensors sharing type and row length.
+// Row order of one head that turns NEOX pairs (i, i + n_rot/2) into adjacent ones (2i, 2i+1):
+// new row r of the head is old row order[r]; rows past n_rot keep their place.
+std::vector<int> neox_to_adjacent(int head_dim, int n_rot) {
+  std::vector<int> order(static_cast<size_t>(head_dim));
+  for (int r = 0; r < head_dim; ++r) order[r] = r;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    order[2 * i] = i;
+    order[2 * i + 1] = i + n_rot / 2;
+  }
+  return order;
+}
+
+// Reorders the rows of every head of a [rows][row_bytes] matrix (rows = heads * order.size()).
+void permute_head_rows(std::vector<uint8_t>& data, size_t row_bytes, const std::vector<int>& order) {
+  const std::vector<uint8_t> src = data;
+  const size_t hd = order.size(), heads = data.size() / row_bytes / hd;
+  for (size_t h = 0; h < heads; ++h)
+    for (size_t r = 0; r < hd; ++r)
+      std::copy_n(src.begin() + static_cast<std::ptrdiff_t>((h * hd + order[r]) * row_bytes), row_bytes,
+                  data.begin() + static_cast<std::ptrdiff_t>((h * hd + r) * row_bytes));
+}
+
+// Uploads the row-wise concatenation of tensors sharing type and row length. `head_order`
+// (when not empty) reorders the rows within each head of the parts marked in `permute`.
 ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
-                              const std::vector<const gguf::TensorInfo*>& parts, const std::string& label) {
+                              const std::vector<const gguf::TensorInfo*>& parts, const std::string& label,
+                              const std::vector<int>& head_order = {}, const std::vector<bool>& permute = {}) {
   const gguf::TensorInfo& t0 = *parts.front();
   ops::DeviceWeight w;
   w.type = t0.type;
@@ -27,9 +52,11 @@ ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
   w.buf = ctx.memory().alloc(cl::MemCategory::Weights, bytes, label);
   uint64_t offset = 0;
   std::vector<uint8_t> staging;
-  for (const auto* t : parts) {
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const gguf::TensorInfo* t = parts[p];
     staging.resize(t->n_bytes);
     file.read_tensor(*t, staging.data(), 0, t->n_bytes);  // checked reads: a truncated file is an error
+    if (!head_order.empty() && permute.at(p)) permute_head_rows(staging, static_cast<size_t>(w.row_bytes), head_order);
     ctx.write(w.buf, staging.data(), t->n_bytes, offset);
     offset += t->n_bytes;
   }
@@ -46,12 +73,17 @@ bool fusable(const std::vector<const gguf::TensorInfo*>& parts) {
   return true;
 }
 
-cl::Buffer upload_f32(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t) {
+cl::Buffer upload_f32(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t,
+                      const std::vector<int>& order = {}) {
   const int64_t n = t.n_elements();
   std::vector<float> host(static_cast<size_t>(n));
   std::vector<uint8_t> raw(t.n_bytes);
   file.read_tensor(t, raw.data(), 0, t.n_bytes);
   quant::dequantize_row(t.type, raw.data(), host.data(), n);  // norms may be F16 in some files
+  if (!order.empty()) {
+    const std::vector<float> src = host;
+    for (size_t i = 0; i < host.size(); ++i) host[i] = src[static_cast<size_t>(order.at(i))];
+  }
   cl::Buffer b = ctx.memory().alloc(cl::MemCategory::Weights, host.size() * sizeof(float), t.name);
   ctx.write(b, host.data(), host.size() * sizeof(float));
   return b;
@@ -67,6 +99,9 @@ uint64_t device_weight_bytes(const gguf::GgufFile&, const WeightTable& table) {
   for (const auto& l : table.layers)
     total += f32_bytes(*l.attn_norm) + f32_bytes(*l.ffn_norm) + l.wq->n_bytes + l.wk->n_bytes + l.wv->n_bytes +
              l.wo->n_bytes + l.w_gate->n_bytes + l.w_up->n_bytes + l.w_down->n_bytes;
+  for (const auto& l : table.layers)
+    for (const gguf::TensorInfo* t : {l.q_norm, l.k_norm, l.post_attn_norm, l.post_ffn_norm})
+      if (t != nullptr) total += f32_bytes(*t);
   return total;
 }
 
@@ -78,17 +113,22 @@ DeviceModel upload_model(cl::Context& ctx, const gguf::GgufFile& file, const Lla
   m.output_norm = upload_f32(ctx, file, *table.output_norm);
   m.output_tied = table.output == table.token_embd;
   if (!m.output_tied) m.output = upload_matrix(ctx, file, *table.output);
+  const std::vector<int> order = cfg.rope_neox ? neox_to_adjacent(cfg.head_dim, cfg.n_rot) : std::vector<int>{};
   for (const auto& l : table.layers) {
     DeviceLayer d;
     d.attn_norm = upload_f32(ctx, file, *l.attn_norm);
     const std::string blk = "blk." + std::to_string(m.layers.size());
     if (fusable({l.wq, l.wk, l.wv})) {
-      d.wqkv = upload_rows(ctx, file, {l.wq, l.wk, l.wv}, blk + ".attn_qkv");
+      d.wqkv = upload_rows(ctx, file, {l.wq, l.wk, l.wv}, blk + ".attn_qkv", order, {true, true, false});
     } else {
-      d.wq = upload_matrix(ctx, file, *l.wq);
-      d.wk = upload_matrix(ctx, file, *l.wk);
+      d.wq = upload_rows(ctx, file, {l.wq}, l.wq->name, order, {true});
+      d.wk = upload_rows(ctx, file, {l.wk}, l.wk->name, order, {true});
       d.wv = upload_matrix(ctx, file, *l.wv);
     }
+    if (l.q_norm) d.q_norm = upload_f32(ctx, file, *l.q_norm, order);
+    if (l.k_norm) d.k_norm = upload_f32(ctx, file, *l.k_norm, order);
+    if (l.post_attn_norm) d.post_attn_norm = upload_f32(ctx, file, *l.post_attn_norm);
+    if (l.post_ffn_norm) d.post_ffn_norm = upload_f32(ctx, file, *l.post_ffn_norm);
     d.wo = upload_matrix(ctx, file, *l.wo);
     d.ffn_norm = upload_f32(ctx, file, *l.ffn_norm);
     if (fusable({l.w_gate, l.w_up})) {

@@ -1,4 +1,4 @@
-// The llama model's weights on the device, uploaded once in their GGUF encoding
+// The model's weights on the device, uploaded once in their GGUF encoding
 // (quantized blocks stay quantized: decode reads them directly, prefill dequantizes
 // one matrix at a time into GEMM panels).
 #pragma once
@@ -24,6 +24,11 @@ struct DeviceLayer {
   ops::DeviceWeight w_gate;   // [n_ff rows][n_embd]      (only when not fused)
   ops::DeviceWeight w_up;     // [n_ff rows][n_embd]      (only when not fused)
   ops::DeviceWeight w_down;   // [n_embd rows][n_ff]
+  // Only when the config asks for them (gemma3):
+  cl::Buffer q_norm;          // [head_dim] float  QK-norm of each q head
+  cl::Buffer k_norm;          // [head_dim] float  QK-norm of each k head
+  cl::Buffer post_attn_norm;  // [n_embd] float    norm of the attention output before the residual add
+  cl::Buffer post_ffn_norm;   // [n_embd] float    norm of the FFN output before the residual add
   bool qkv_fused() const { return static_cast<bool>(wqkv.buf); }
   bool gate_up_fused() const { return static_cast<bool>(w_gate_up.buf); }
 };
@@ -41,7 +46,10 @@ struct DeviceModel {
 
 // Bytes the weights take on the device (for the memory plan, before uploading).
 uint64_t device_weight_bytes(const gguf::GgufFile& file, const WeightTable& table);
-// Uploads every weight through the allocator (category Weights).
+// Uploads every weight through the allocator (category Weights). For a cfg.rope_neox model the
+// rows of wq and wk (and the QK-norm weights) are reordered within each head so that element
+// i + n_rot/2 sits next to element i: the runtime's adjacent-pair RoPE then rotates exactly the
+// pairs NEOX RoPE rotates, and q.k is unchanged (both sides permuted alike; v is not touched).
 DeviceModel upload_model(cl::Context& ctx, const gguf::GgufFile& file, const LlamaConfig& cfg,
                          const WeightTable& table);
 

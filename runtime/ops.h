@@ -58,6 +58,12 @@ void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer
 
 // norm.cl: out[r] = rmsnorm(x[r]) * w                        x, out: [n_rows][n]
 void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps);
+// norm.cl: out[r] += rmsnorm(x[r]) * w (post-norm + residual)  x, out: [n_rows][n], not aliased
+void rms_norm_add(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps);
+// norm.cl: in place, each of n_heads heads of head_dim floats at x[t][off + h*head_dim]
+// (QK-norm on fused q|k|v rows)                              x: [n_tokens][ld], w: [head_dim]
+void rms_norm_heads(Context& c, Buffer& x, int ld, int off, int n_heads, int head_dim, int n_tokens, const Buffer& w,
+                    float eps);
 
 // rope.cl: rotate the q and k heads of fused q|k|v rows and store k, v at slot0..  (one launch)
 //   cs: [n_tokens][n_rot/2] (cos, sin) floats, from rope_angles
@@ -72,6 +78,8 @@ void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim,
 
 // elementwise.cl
 void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act);  // gu: [n][2*n_ff]
+void geglu_tanh(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act);  // gu: [n][2*n_ff]
+void scale(Context& c, Buffer& x, size_t n, float s);  // x[i] *= s, i < n
 
 // kv_cache.cl: dst[h][j] = src[h][keep[h][j]] for j < n_keep   caches: [n_kv_heads][cap][head_dim]
 void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim,
@@ -81,6 +89,8 @@ void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int c
 struct AttentionShape {
   int n_heads, n_kv_heads, head_dim, cap;
   bool kv_half = false;
+  float scale = 0.f;  // scores = q.k * scale; 0: 1/sqrt(head_dim)
+  int window = 0;     // sliding window: row at slot p sees slots (p - window, p]; 0: all of them
 };
 // attention.cl: out = softmax(q k^T * scale, causal) v; lse per (row, head)
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,

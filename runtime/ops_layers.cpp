@@ -9,12 +9,35 @@ namespace infinipot::ops {
 namespace {
 std::string kv_option(bool kv_half) { return kv_half ? "-DKV_HALF" : ""; }
 }  // namespace
+static int norm_local(Context& c) {
+  const int local = c.tuning().norm_local;
+  return local < 1 || (local & (local - 1)) ? 1 : local;
+}
+
 void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps) {
-  int local = c.tuning().norm_local;
-  if (local < 1 || (local & (local - 1))) local = 1;
+  const int local = norm_local(c);
   c.kernel("norm.cl", "rms_norm", "-DLOCAL=" + std::to_string(local))
       .args(x, w, out, n, eps)
       .launch(c.queue(), {size_t(n_rows) * local}, {size_t(local)});
+}
+
+void rms_norm_add(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps) {
+  if (&x == &out) throw cl::ClError("invalid launch: rms_norm_add needs distinct input and output");
+  const int local = norm_local(c);
+  c.kernel("norm.cl", "rms_norm", "-DLOCAL=" + std::to_string(local) + " -DACCUM")
+      .args(x, w, out, n, eps)
+      .launch(c.queue(), {size_t(n_rows) * local}, {size_t(local)});
+}
+
+void rms_norm_heads(Context& c, Buffer& x, int ld, int off, int n_heads, int head_dim, int n_tokens, const Buffer& w,
+                    float eps) {
+  if (off < 0 || off + n_heads * head_dim > ld || x.bytes() < size_t(n_tokens) * ld * 4 ||
+      w.bytes() < size_t(head_dim) * 4)
+    throw cl::ClError("invalid launch: rms_norm_heads heads outside the rows or weight too short");
+  const int local = norm_local(c);
+  c.kernel("norm.cl", "rms_norm_heads", "-DLOCAL=" + std::to_string(local))
+      .args(x, ld, off, n_heads, w, head_dim, eps)
+      .launch(c.queue(), {size_t(n_tokens) * n_heads * local}, {size_t(local)});
 }
 
 void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot,
@@ -55,6 +78,15 @@ void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act) {
   c.kernel("elementwise.cl", "swiglu").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
 }
 
+void geglu_tanh(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act) {
+  c.kernel("elementwise.cl", "geglu_tanh").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
+}
+
+void scale(Context& c, Buffer& x, size_t n, float s) {
+  if (x.bytes() < n * 4) throw cl::ClError("invalid launch: scale past the buffer");
+  c.kernel("elementwise.cl", "scale").args(x, static_cast<int>(n), s).launch(c.queue(), {n});
+}
+
 void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim, const Buffer& keep,
                int n_keep, bool kv_half) {
   c.kernel("kv_format.cl+kv_cache.cl", "kv_gather", kv_option(kv_half))
@@ -69,10 +101,19 @@ static std::string attention_options(const AttentionShape& s) {
          (s.kv_half ? " -DKV_HALF" : "");
 }
 
+static float score_scale(const AttentionShape& s) {
+  return s.scale > 0.f ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+}
+
+// Global layers get a window past the capacity (nothing cut; the kernels' index arithmetic
+// stays far from int overflow).
+static int window_arg(const AttentionShape& s) { return s.window > 0 && s.window <= s.cap ? s.window : s.cap + 1; }
+
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse) {
   if (n_past + n > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const float scale = score_scale(s);
+  const int window = window_arg(s);
   const int rows = c.tuning().attention_tile_rows;
   if (rows > 1 && n > 1) {
     // Tiled variant: a work-group of `rows` query rows shares each tile of keys and values.
@@ -80,20 +121,20 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     if (key_tile < 16 || key_tile % 16) throw cl::ClError("platforms/: attention_key_tile must be a multiple of 16");
     c.kernel("kv_format.cl+attention.cl", "attention_tiled",
              attention_options(s) + " -DTILE_ROWS=" + std::to_string(rows) + " -DKEY_TILE=" + std::to_string(key_tile))
-        .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads)
+        .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
         .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)}, {size_t(rows), 1});
     return;
   }
   c.kernel("kv_format.cl+attention.cl", "attention", attention_options(s))
-      .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads)
+      .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
       .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)});
 }
 
 void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                     int n_past, int r0, int r1, const Buffer& lse, Buffer& mass, size_t mass_offset) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   c.kernel("kv_format.cl+attention.cl", "attention_mass", attention_options(s))
-      .args(q, ldq, k_cache, s.cap, n_past, r0, r1, scale, lse, s.n_heads, mass, static_cast<int>(mass_offset))
+      .args(q, ldq, k_cache, s.cap, n_past, r0, r1, score_scale(s), lse, s.n_heads, mass, static_cast<int>(mass_offset),
+            window_arg(s))
       .launch(c.queue(), {size_t(n_past + r1), size_t(s.n_kv_heads)});
 }
 

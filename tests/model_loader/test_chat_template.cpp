@@ -73,8 +73,16 @@ TEST(ChatTemplate, MissingTemplateFallsBackToChatMLOnlyWithImStart) {
   EXPECT_EQ(ct.default_system(), "");
   EXPECT_EQ(ct.render({{"user", "x"}}, true), "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
 
-  EXPECT_NE(what_of([] { ChatTemplate::from_template(std::nullopt, false); }).find("no tokenizer.chat_template"),
-            std::string::npos);
+}
+
+// Neither a template nor <|im_start|>: a base model, prompted with plain text; rendering
+// turns is refused with what to do instead.
+TEST(ChatTemplate, NoTemplateAndNoImStartIsCompletionMode) {
+  const ChatTemplate ct = ChatTemplate::from_template(std::nullopt, false);
+  EXPECT_TRUE(ct.completion());
+  EXPECT_EQ(ct.family(), "none");
+  EXPECT_NE(what_of([&] { ct.render({{"user", "x"}}, true); }).find("plain text (--raw)"), std::string::npos);
+  EXPECT_FALSE(ChatTemplate::from_template(std::nullopt, true).completion());
 }
 
 TEST(ChatTemplate, OtherFamiliesAreNamedInTheError) {
@@ -111,7 +119,7 @@ TEST(ChatTemplate, FromGgufWithoutTemplate) {
 
   const auto without = gguf_with_tokens({"a", "b"});
   const auto file2 = gguf::GgufFile::from_memory(without.data(), without.size());
-  EXPECT_NE(what_of([&] { ChatTemplate::from_gguf(file2); }).find("<|im_start|>"), std::string::npos);
+  EXPECT_TRUE(ChatTemplate::from_gguf(file2).completion());  // a base model: plain-text prompts
 }
 
 }  // namespace

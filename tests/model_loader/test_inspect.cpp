@@ -138,18 +138,17 @@ TEST(Inspect, RealModel) {
   EXPECT_NE(text.find("\nrunnable: yes"), std::string::npos) << text;
 }
 
-// Gemma 3 is a sound container this runtime cannot run yet: the first missing piece is the
-// architecture itself.
-TEST(Inspect, GemmaModelCannotRunYet) {
+// Gemma 3 runs: architecture, Q4_K/Q5_0 device kernels, SentencePiece tokenizer and no chat
+// template (completion mode) are all accepted.
+TEST(Inspect, GemmaModelIsRunnable) {
   const std::string path = test::gemma_model_path();
   ASSERT_FALSE(path.empty());
   GgufFile f = GgufFile::open(path);
   const json j = inspect_json(f);
   EXPECT_EQ(j["metadata"]["general.architecture"], "gemma3");
-  EXPECT_EQ(j["runnable"], false);
-  EXPECT_EQ(j["cannot_run"], "unsupported architecture 'gemma3' (general.architecture): only 'llama' is supported");
+  EXPECT_EQ(j["runnable"], true) << j["cannot_run"];
   const std::string text = inspect_text(f);
-  EXPECT_NE(text.find("\ncannot run: unsupported architecture 'gemma3'"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nrunnable: yes"), std::string::npos) << text;
 }
 
 // `inspect` and `run` on the same refused model: inspect lists it (exit 0) and names the reason
@@ -190,12 +189,11 @@ TEST(Inspect, CommandExitsZeroAndSaysWhetherItCanRun) {
   EXPECT_NE(r.out.find("\nrunnable: yes"), std::string::npos) << r.out;
   r = test::run_infinipot({"inspect", "-m", gemma});
   ASSERT_TRUE(test::succeeded(r));
-  EXPECT_NE(r.out.find("\ncannot run: unsupported architecture 'gemma3'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nrunnable: yes"), std::string::npos) << r.out;
   r = test::run_infinipot({"inspect", "-m", gemma, "--json"});
   ASSERT_TRUE(test::succeeded(r));
   const json j = json::parse(r.out);
-  EXPECT_EQ(j["runnable"], false);
-  EXPECT_NE(j["cannot_run"].get<std::string>().find("gemma3"), std::string::npos);
+  EXPECT_EQ(j["runnable"], true);
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ TEST(TinyModel, WeightsHaveTheIntendedScale) {
 
 // Types the CPU reference knows but no device kernel reads are refused at load, by name.
 TEST(TinyModel, TypesWithoutDeviceKernelsAreRefusedByName) {
-  for (TensorType t : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q5_0, TensorType::Q5_1}) {
+  for (TensorType t : {TensorType::Q5_K, TensorType::Q5_1}) {
     TinyLlamaOptions o;
     o.matrix_type = t;
     o.n_embd = 256;
@@ -373,9 +373,59 @@ TEST(ModelConfigErrors, RowsTheDeviceKernelsCannotRead) {
   EXPECT_NE(verdict.reason.find("rows of 48 elements"), std::string::npos) << verdict.reason;
 }
 
+// Gemma 3 270M maps into the same description as llama, its differences as data: values from
+// the file's metadata (inspect) and llama.cpp's gemma3 loader (pattern 6, local base 1e4,
+// attention scale 1/sqrt(head_dim) below 27B).
+TEST(ModelConfig, Gemma3MapsIntoTheSameDescription) {
+  const std::string path = test::gemma_model_path();
+  ASSERT_FALSE(path.empty());
+  GgufFile f = GgufFile::open(path);
+  const LlamaConfig cfg = read_llama_config(f);
+  EXPECT_EQ(cfg.architecture, "gemma3");
+  EXPECT_EQ(cfg.n_layer, 18);
+  EXPECT_EQ(cfg.n_embd, 640);
+  EXPECT_EQ(cfg.n_head, 4);
+  EXPECT_EQ(cfg.n_head_kv, 1);
+  EXPECT_EQ(cfg.head_dim, 256);  // key_length: 4 heads x 256 != 640
+  EXPECT_EQ(cfg.n_rot, 256);
+  EXPECT_EQ(cfg.n_ff, 2048);
+  EXPECT_EQ(cfg.n_vocab, 262144);
+  EXPECT_FLOAT_EQ(cfg.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(cfg.rope_theta_local, 1e4f);
+  EXPECT_FLOAT_EQ(cfg.rms_eps, 1e-6f);
+  EXPECT_EQ(cfg.sliding_window, 512);
+  EXPECT_TRUE(cfg.rope_neox && cfg.qk_norm && cfg.post_norms && cfg.tied_embeddings);
+  EXPECT_EQ(cfg.ffn_act, FfnActivation::GeluTanh);
+  EXPECT_FLOAT_EQ(cfg.embd_scale, std::sqrt(640.f));
+  EXPECT_FLOAT_EQ(cfg.attn_scale, 1.f / 16.f);
+  ASSERT_EQ(cfg.layer_kind.size(), 18u);
+  for (int il = 0; il < 18; ++il) EXPECT_EQ(cfg.is_local(il), il % 6 != 5) << "layer " << il;
+  const WeightTable w = map_weights(f, cfg);
+  ASSERT_EQ(w.layers.size(), 18u);
+  expect_shape(w.layers[0].wq, {640, 1024});
+  expect_shape(w.layers[0].wo, {1024, 640});
+  expect_shape(w.layers[0].q_norm, {256});
+  expect_shape(w.layers[17].k_norm, {256});
+  expect_shape(w.layers[3].post_attn_norm, {640});
+  expect_shape(w.layers[3].post_ffn_norm, {640});
+}
+
+// The llama description keeps llama's behaviour: nothing gemma-specific is switched on.
+TEST(ModelConfig, LlamaHasNoGemmaFeatures) {
+  Loaded m = load(tiny_llama_writer({}));
+  const LlamaConfig cfg = read_llama_config(m.file);
+  EXPECT_FALSE(cfg.rope_neox || cfg.qk_norm || cfg.post_norms || cfg.has_local_layers());
+  EXPECT_EQ(cfg.ffn_act, FfnActivation::SiLU);
+  EXPECT_EQ(cfg.embd_scale, 1.f);
+  EXPECT_FLOAT_EQ(cfg.attn_scale, 1.f / std::sqrt(static_cast<float>(cfg.head_dim)));
+  const WeightTable w = map_weights(m.file, cfg);
+  EXPECT_EQ(w.layers[0].q_norm, nullptr);
+  EXPECT_EQ(w.layers[0].post_ffn_norm, nullptr);
+}
+
 TEST(ModelConfigErrors, UnsupportedArchitecture) {
   EXPECT_TRUE(broken([](GgufWriter& w) { w.replace("general.architecture", gguf::value_string("qwen2")); },
-                     {"tiny.gguf", "unsupported architecture 'qwen2'", "only 'llama' is supported"}));
+                     {"tiny.gguf", "unsupported architecture 'qwen2'", "only 'llama' and 'gemma3' are supported"}));
   EXPECT_TRUE(broken([](GgufWriter& w) { w.replace("general.architecture", gguf::value_u32(1)); },
                      {"metadata 'general.architecture'", "expected a STRING"}));
 }

@@ -99,6 +99,49 @@ TEST_F(AttentionKernel, AttentionMatchesReference) {
   }
 }
 
+// Sliding-window layers (Gemma's local layers): each row sees only the last `window` slots.
+// Windows shorter than the history, than the chunk, and of one slot; every variant, so the
+// tiled kernel's tiles start inside a window and hold keys some rows of the group must skip.
+TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
+  std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
+  variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
+  variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
+  variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
+                                         "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
+  const Case cases[] = {{4, 1, 64, 40, 13, 12.0f}, {6, 2, 16, 0, 29}, {3, 1, 16, 23, 1}};
+  for (auto& [variant, context] : variants)
+    for (const Case& c : cases)
+      for (int window : {1, 5, 17}) {
+        SCOPED_TRACE(variant + " window " + std::to_string(window));
+        cl::Context& cx = *context;
+        const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4, window};
+        ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+        s.window = window;
+        const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
+        const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 730 + c.n_past);
+        const std::vector<float> q = make_queries(c, ldq, 740 + c.head_dim);
+        auto d_q = testing_support::upload(cx, q);
+        auto d_k = testing_support::upload(cx, cache.k);
+        auto d_v = testing_support::upload(cx, cache.v);
+        auto d_out = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * ldo * 4, "out");
+        auto d_lse = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
+        ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+        std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
+        ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
+        EXPECT_TRUE(all_close("windowed attention out " + c.name(), testing_support::download(cx, d_out, out.size()),
+                              out, kAttnTol));
+        EXPECT_TRUE(all_close("windowed attention lse " + c.name(), testing_support::download(cx, d_lse, lse.size()),
+                              lse, [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
+        // The mass of the window's rows lands only on the keys they see.
+        auto d_mass = testing_support::upload(cx, std::vector<float>(size_t(c.n_kv_heads) * rs.cap, 0.0f));
+        ops::attention_mass(cx, s, d_q, ldq, d_k, c.n_past, 0, c.n, d_lse, d_mass, 0);
+        std::vector<float> mass(size_t(c.n_kv_heads) * rs.cap, 0.0f);
+        ref::attention_mass(rs, q.data(), ldq, cache.k.data(), c.n_past, 0, c.n, mass.data());
+        EXPECT_TRUE(all_close("windowed attention mass " + c.name(), testing_support::download(cx, d_mass, mass.size()),
+                              mass, [&](size_t i) { return kAttnTol * (1 + mass[i]); }));
+      }
+}
+
 TEST_F(AttentionKernel, AttentionMassMatchesReference) {
   for (const Case& c : kCases) {
     const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};

@@ -45,6 +45,11 @@ constexpr double kRopeTableUlps = 4;
 // SwiGLU: exp (<= 3 ulp), 1 + e, a division (<= 2.5 ulp) and a product: relative 2e-6 = 16 ulp.
 constexpr double kSwigluRelTol = 2e-6;
 
+// GEGLU (tanh): tanh (<= 5 ulp in OpenCL) and a few products, relative 2e-6 as SwiGLU; but
+// 1 + tanh(z) cancels for z << 0 (the result is then tiny), so each output may also be off by
+// ~2 ulp of 0.5 |g u| absolutely: kGegluAbsUlps * ulp * |g u|.
+constexpr double kGegluAbsUlps = 2;
+
 // Copies (kv_gather; the values and unrotated columns rope_store_kv moves) are bit-exact.
 constexpr double kExactTol = 0.0;
 
@@ -80,6 +85,53 @@ void check_rms_norm(cl::Context& c, const std::string& what) {
 }
 
 TEST_F(LayerKernel, RmsNormMatchesReference) { check_rms_norm(ctx(), "rms_norm"); }
+
+// Gemma's post-norms: out += rmsnorm(x) * w, added into the residual stream in one pass.
+TEST_F(LayerKernel, RmsNormAddMatchesReference) {
+  const int n_rows = 3, n = 640;
+  const float eps = 1e-6f;
+  const std::vector<float> x = random_floats(size_t(n_rows) * n, 110, -3.0f, 3.0f);
+  const std::vector<float> w = random_floats(n, 111, 0.5f, 1.5f);
+  const std::vector<float> out0 = random_floats(x.size(), 112, -2.0f, 2.0f);
+  std::vector<float> normed(x.size()), expect(x.size());
+  ref::rms_norm(x.data(), w.data(), normed.data(), n_rows, n, eps);
+  for (size_t i = 0; i < x.size(); ++i) expect[i] = out0[i] + normed[i];
+  auto d_x = upload(x);
+  auto d_w = upload(w);
+  auto d_out = upload(out0);
+  ops::rms_norm_add(ctx(), d_x, d_w, d_out, n_rows, n, eps);
+  // The norm's relative error, plus the rounding of the sum (1/2 ulp of |out|).
+  EXPECT_TRUE(all_close("rms_norm_add", download_all(d_out), expect, [&](size_t i) {
+    return kNormRelTol * std::fabs(normed[i]) + kUlp * std::fabs(expect[i]);
+  }));
+  EXPECT_THROW(ops::rms_norm_add(ctx(), d_out, d_w, d_out, n_rows, n, eps), cl::ClError) << "aliased";
+}
+
+// QK-norm: each head of the q part (and, separately, the k part) of fused q|k|v rows is
+// normalised over head_dim in place; the other columns must be left bit-identical.
+TEST_F(LayerKernel, RmsNormHeadsMatchesReference) {
+  const int n_tokens = 5, n_head = 3, n_kv = 1, head_dim = 48, ld = (n_head + 2 * n_kv) * head_dim + 4;
+  const float eps = 1e-6f;
+  const std::vector<float> qkv = random_floats(size_t(n_tokens) * ld, 120, -3.0f, 3.0f);
+  const std::vector<float> wq = random_floats(head_dim, 121, 0.5f, 1.5f), wk = random_floats(head_dim, 122, 0.5f, 1.5f);
+  std::vector<float> expect = qkv;
+  for (int t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_head + n_kv; ++h) {
+      float* head = expect.data() + size_t(t) * ld + size_t(h) * head_dim;
+      std::vector<float> in(head, head + head_dim);
+      ref::rms_norm(in.data(), (h < n_head ? wq : wk).data(), head, 1, head_dim, eps);
+    }
+  auto d_qkv = upload(qkv);
+  auto d_wq = upload(wq);
+  auto d_wk = upload(wk);
+  ops::rms_norm_heads(ctx(), d_qkv, ld, 0, n_head, head_dim, n_tokens, d_wq, eps);
+  ops::rms_norm_heads(ctx(), d_qkv, ld, n_head * head_dim, n_kv, head_dim, n_tokens, d_wk, eps);
+  EXPECT_TRUE(all_close("rms_norm_heads", download_all(d_qkv), expect, [&](size_t i) {
+    return int(i % ld) < (n_head + n_kv) * head_dim ? kNormRelTol * std::fabs(expect[i]) : kExactTol;
+  }));
+  EXPECT_THROW(ops::rms_norm_heads(ctx(), d_qkv, ld, ld - head_dim + 1, 1, head_dim, n_tokens, d_wq, eps),
+               cl::ClError) << "head past the row";
+}
 
 // GPUs reduce each row with a work-group of 64 (norm_local); the CPU tuning uses 1.
 TEST(RmsNormWorkGroups, Local64MatchesReference) {
@@ -227,6 +279,31 @@ TEST_F(LayerKernel, SwigluMatchesReference) {
   ref::swiglu(gu.data(), n_rows, n_ff, expect.data());
   EXPECT_TRUE(all_close("swiglu", download_all(d_act), expect,
                         [&](size_t i) { return kSwigluRelTol * std::fabs(expect[i]); }));
+}
+
+TEST_F(LayerKernel, GegluTanhMatchesReference) {
+  const int n_rows = 3, n_ff = 100;
+  const std::vector<float> gu = random_floats(size_t(n_rows) * 2 * n_ff, 410, -8.0f, 8.0f);
+  auto d_gu = upload(gu);
+  auto d_act = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n_rows) * n_ff * 4, "act");
+  ops::geglu_tanh(ctx(), d_gu, n_rows, n_ff, d_act);
+  std::vector<float> expect(size_t(n_rows) * n_ff);
+  ref::geglu_tanh(gu.data(), n_rows, n_ff, expect.data());
+  EXPECT_TRUE(all_close("geglu_tanh", download_all(d_act), expect, [&](size_t i) {
+    const size_t r = i / n_ff, c = i % n_ff;
+    const double gu_mag = std::fabs(double(gu[r * 2 * n_ff + c]) * gu[r * 2 * n_ff + n_ff + c]);
+    return kSwigluRelTol * std::fabs(expect[i]) + kGegluAbsUlps * kUlp * gu_mag;
+  }));
+}
+
+// One product per element, rounded once on both sides: bit-exact.
+TEST_F(LayerKernel, ScaleMatchesReference) {
+  const std::vector<float> x = random_floats(1001, 420, -5.0f, 5.0f);
+  auto d_x = upload(x);
+  ops::scale(ctx(), d_x, 1000, 25.298221f);  // the last element must stay as it was
+  std::vector<float> expect = x;
+  for (size_t i = 0; i < 1000; ++i) expect[i] = x[i] * 25.298221f;
+  EXPECT_TRUE(all_close("scale", download_all(d_x), expect, kExactTol));
 }
 
 // ---- kv_cache.cl --------------------------------------------------------------------------

@@ -188,6 +188,16 @@ void swiglu(const float* gu, int n_rows, int n_ff, float* act) {
     }
 }
 
+void geglu_tanh(const float* gu, int n_rows, int n_ff, float* act) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int r = 0; r < n_rows; ++r)
+    for (int i = 0; i < n_ff; ++i) {
+      const double g = gu[size_t(r) * 2 * n_ff + i];
+      const double u = gu[size_t(r) * 2 * n_ff + n_ff + i];
+      act[size_t(r) * n_ff + i] = float(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * u);
+    }
+}
+
 // ---- KV store and attention ---------------------------------------------------------------
 
 void kv_gather(const float* src, float* dst, int n_kv_heads, int cap, int head_dim, const int* keep, int n_keep) {
@@ -209,8 +219,10 @@ std::vector<double> attention_probs(const AttnShape& s, const float* q, int ldq,
   const float* qr = q + size_t(i) * ldq + size_t(h) * s.head_dim;
   std::vector<double> p(n_past + i + 1);
   double m = -std::numeric_limits<double>::infinity();
+  const int first = s.window > 0 ? std::max(0, n_past + i - s.window + 1) : 0;
   for (int j = 0; j <= n_past + i; ++j) {
-    p[j] = dot(qr, k_cache + (size_t(g) * s.cap + j) * s.head_dim, s.head_dim) * scale;
+    p[j] = j < first ? -std::numeric_limits<double>::infinity()
+                     : dot(qr, k_cache + (size_t(g) * s.cap + j) * s.head_dim, s.head_dim) * scale;
     m = std::max(m, p[j]);
   }
   double sum = 0;

@@ -78,6 +78,8 @@ void rope_shift(float* k_cache, int n_heads, int cap, int head_dim, int n_rot, c
 
 // act[r][i] = silu(gu[r][i]) * gu[r][n_ff + i]                   gu: [n_rows][2*n_ff]
 void swiglu(const float* gu, int n_rows, int n_ff, float* act);
+// act[r][i] = gelu_tanh(gu[r][i]) * gu[r][n_ff + i], in double.
+void geglu_tanh(const float* gu, int n_rows, int n_ff, float* act);
 
 // ---- KV store and attention (kv_cache.cl, attention.cl) ---------------------------------
 
@@ -86,10 +88,12 @@ void kv_gather(const float* src, float* dst, int n_kv_heads, int cap, int head_d
 
 struct AttnShape {
   int n_heads, n_kv_heads, head_dim, cap;
+  int window = 0;  // > 0: row i sees only slots > n_past + i - window (sliding window)
 };
 
 // Causal GQA attention. Query row i (slot n_past + i) sees slots 0 .. n_past + i of KV head
-// h / (n_heads / n_kv_heads); scores are q.k / sqrt(head_dim).
+// h / (n_heads / n_kv_heads) (the last `window` of them when window > 0); scores are
+// q.k / sqrt(head_dim).
 //   q: [n][ldq] (head h at h*head_dim)  out: [n][ldo]  lse: [n][n_heads] log-sum-exp of the scores
 void attention(const AttnShape& s, const float* q, int ldq, const float* k_cache, const float* v_cache, int n_past,
                int n, float* out, int ldo, float* lse);
