@@ -70,14 +70,6 @@ std::vector<TokenId> Engine::catalyst_prompt(const PromptParts& parts, const std
 void Engine::prepare(int kv_capacity) { prepare_device(kv_capacity, nullptr); }
 
 void Engine::prepare_pot(const PotOptions& pot) {
-  // Refused before any device work: a pot would compact the sliding-window layers' cache too
-  // (their window is applied by slot) and score with their attention.
-  if (cfg_.has_local_layers()) {
-    throw std::runtime_error("a memory pot (--pot, --policy " + pot.policy + ") is not implemented for " +
-                             cfg_.architecture + "'s sliding-window layers yet (it needs a 512-entry ring buffer "
-                             "for the local layers and a pot over the global layers only); run with a full KV "
-                             "cache: no --pot, --policy full");
-  }
   if (pot.keep <= 0 || pot.keep >= pot.capacity) throw std::logic_error("prepare_pot: resolve the pot options first");
   prepare_device(pot.capacity, &pot);
   pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, *tokenizer_, pot);
