@@ -202,6 +202,23 @@ TEST(SlidingWindow, PotBoundsOnlyTheGlobalLayersForEveryPolicy) {
   }
 }
 
+// SnapKV holds the whole input, then keeps --pot entries of the global layers once; the
+// local store is the same window + chunk. With --watch the report covers the global layers.
+TEST(SlidingWindow, SnapKvKeepsPotEntriesOfTheGlobalLayers) {
+  auto e = make_engine(kPotChunk);
+  AnswerOptions o;
+  o.pot = pot_options(72, "snapkv");
+  o.n_predict = 4;
+  o.ignore_eos = true;
+  o.watch = "Greta saw";
+  const Answer a = answer(*e, document(30), "Who saw the river gate?", o);
+  EXPECT_EQ(a.result.tokens.size(), 4u);
+  EXPECT_EQ(a.pot["cycles"].get<int>(), 1);
+  EXPECT_LE(e->kv().size(), 72 + 4 + 30) << "kept entries plus the question, tail and answer";
+  EXPECT_EQ(e->forward().window_store()->capacity(), kWindow + kPotChunk);
+  EXPECT_EQ(a.pot["watch"]["kept_fraction_per_layer"].size(), size_t(e->config().n_global_layers()));
+}
+
 // A pot that never fills reads the prompt as the full cache does (no distillation), so the
 // greedy answer is the same. Both read in chunks of 32; the pot's chunks start after the
 // prefix, the full cache's at 0, so rows are summed in other groups: greedy tokens, not
