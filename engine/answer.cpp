@@ -36,7 +36,8 @@ nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::p
   double kept = 0;
   int complete = 0;
   nlohmann::json per_layer = nlohmann::json::array();
-  for (int l = 0; l < cfg.n_layer; ++l) {
+  const int layers = cfg.n_global_layers();  // the pot holds the global layers (pot layer l: the l-th global one)
+  for (int l = 0; l < layers; ++l) {
     double layer_kept = 0;
     for (int h = 0; h < cfg.n_head_kv; ++h) {
       int c = 0;
@@ -47,7 +48,7 @@ nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::p
     per_layer.push_back(layer_kept / cfg.n_head_kv);
     kept += layer_kept;
   }
-  const int heads = cfg.n_layer * cfg.n_head_kv;
+  const int heads = layers * cfg.n_head_kv;
   return {{"found", true}, {"first_token", span.first}, {"tokens", n}, {"kept_fraction", kept / heads},
           {"heads_complete", double(complete) / heads}, {"kept_fraction_per_layer", per_layer}};
 }
@@ -117,6 +118,9 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
 }  // namespace
 
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& o) {
+  if ((!o.load_pot.empty() || !o.save_pot.empty()) && engine.config().has_local_layers())
+    throw std::invalid_argument("--save-pot / --load-pot: pot snapshots do not hold the sliding-window layers' store "
+                                "yet, so " + engine.config().architecture + " models cannot save or load a pot");
   if (!o.load_pot.empty()) {
     GenerateOptions go;
     go.n_predict = o.n_predict;

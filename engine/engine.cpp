@@ -70,14 +70,6 @@ std::vector<TokenId> Engine::catalyst_prompt(const PromptParts& parts, const std
 void Engine::prepare(int kv_capacity) { prepare_device(kv_capacity, nullptr); }
 
 void Engine::prepare_pot(const PotOptions& pot) {
-  // Refused before any device work: a pot would compact the sliding-window layers' cache too
-  // (their window is applied by slot) and score with their attention.
-  if (cfg_.has_local_layers()) {
-    throw std::runtime_error("a memory pot (--pot, --policy " + pot.policy + ") is not implemented for " +
-                             cfg_.architecture + "'s sliding-window layers yet (it needs a 512-entry ring buffer "
-                             "for the local layers and a pot over the global layers only); run with a full KV "
-                             "cache: no --pot, --policy full");
-  }
   if (pot.keep <= 0 || pot.keep >= pot.capacity) throw std::logic_error("prepare_pot: resolve the pot options first");
   prepare_device(pot.capacity, &pot);
   pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, *tokenizer_, pot);
@@ -101,9 +93,11 @@ void Engine::open_context() {
 
 cl::MemoryPlan Engine::plan_for(int kv_capacity, const PotOptions* pot) const {
   const int chunk = std::max(1, std::min(opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk, kv_capacity));
-  cl::MemoryPlan plan = Forward::plan(cfg_, chunk, ctx_->tuning().gemm_backend);
+  // kv_cache: the global layers' store (full cache or pot: kv_capacity entries each) plus,
+  // from Forward::plan, the sliding-window layers' fixed store (window + chunk entries each).
+  cl::MemoryPlan plan = Forward::plan(cfg_, chunk, ctx_->tuning().gemm_backend, kv_half_);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
-  plan[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
+  plan[cl::MemCategory::KvCache] += KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
   if (pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, *pot);
   return plan;
 }
@@ -187,9 +181,12 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   chunk_ = std::max(1, std::min(chunk_, kv_capacity));
   const cl::MemoryPlan plan = plan_for(kv_capacity, pot);
   const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1, kv_half_);
-  const std::string entries = std::to_string(kv_capacity) + " entries take " +
-                              cl::format_bytes(plan[cl::MemCategory::KvCache]) + ", " + cl::format_bytes(per_entry) +
-                              " per token";
+  std::string entries = std::to_string(kv_capacity) + " entries take " +
+                        cl::format_bytes(KvStore::bytes_needed(cfg_, kv_capacity, kv_half_)) + ", " +
+                        cl::format_bytes(per_entry) + " per token";
+  if (cfg_.has_local_layers())
+    entries += " in the " + std::to_string(cfg_.n_global_layers()) + " global layers; the sliding-window layers "
+               "take a fixed " + cl::format_bytes(plan[cl::MemCategory::KvCache] - KvStore::bytes_needed(cfg_, kv_capacity, kv_half_));
   const std::string half_hint = kv_half_ ? "" : ", or --kv-type f16 to halve it";
   std::string hint;
   if (!with_pot) hint = "a smaller KV capacity (" + entries + ")" + half_hint + ", or --pot N to read through a memory pot";

@@ -52,6 +52,13 @@ struct LlamaConfig {
     return false;
   }
   bool is_local(int layer) const { return layer_kind.at(static_cast<size_t>(layer)) == AttentionKind::Local; }
+  int n_local_layers() const {
+    int n = 0;
+    for (AttentionKind k : layer_kind) n += k == AttentionKind::Local;
+    return n;
+  }
+  // Layers with global attention: the ones the full cache or the pot holds (all, for llama).
+  int n_global_layers() const { return n_layer - n_local_layers(); }
 };
 
 // Shapes below are in ggml order [ne0 (contiguous), ne1].

@@ -72,6 +72,7 @@ void validate(const TinyLlamaOptions& o) {
                                 "n_head {}, n_head_kv {}, n_ctx {})", o.n_layer, o.n_embd, o.n_ff,
                                 o.n_head, o.n_head_kv, o.n_ctx));
   }
+  if (o.arch != "llama" && o.arch != "gemma3") throw GgufError("tiny model: arch must be llama or gemma3, got " + o.arch);
   if (!o.with_tokenizer && o.n_vocab <= 0) {
     throw GgufError("tiny model: without a tokenizer, n_vocab must be set");
   }
@@ -82,19 +83,27 @@ void validate(const TinyLlamaOptions& o) {
 }
 
 void add_metadata(GgufWriter& w, const TinyLlamaOptions& o) {
-  w.set_string("general.architecture", "llama");
+  const std::string& a = o.arch;
+  w.set_string("general.architecture", a);
   w.set_string("general.type", "model");
   w.set_string("general.name", o.name);
-  w.set_u32("llama.block_count", static_cast<uint32_t>(o.n_layer));
-  w.set_u32("llama.context_length", static_cast<uint32_t>(o.n_ctx));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(o.n_embd));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(o.n_ff));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(o.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(o.n_head_kv));
-  w.set_f32("llama.rope.freq_base", o.rope_theta);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", o.rms_eps);
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(o.n_embd / o.n_head));
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(o.n_layer));
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(o.n_ctx));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(o.n_embd));
+  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(o.n_ff));
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(o.n_head));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(o.n_head_kv));
+  w.set_f32(a + ".rope.freq_base", o.rope_theta);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", o.rms_eps);
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(o.n_embd / o.n_head));
   w.set_u32("general.file_type", static_cast<uint32_t>(o.matrix_type));
+  if (a == "gemma3") {
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(o.n_embd / o.n_head));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(o.n_embd / o.n_head));
+    w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(o.sliding_window));
+    w.set_u32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(o.swa_pattern));
+    w.set_f32(a + ".rope.freq_base_swa", o.rope_theta_local);
+  }
 }
 
 void add_tokenizer(GgufWriter& w, const TinyVocab& v) {
@@ -124,15 +133,16 @@ GgufWriter tiny_llama_writer(const TinyLlamaOptions& o) {
     n_vocab = static_cast<int64_t>(v.tokens.size());
     add_tokenizer(w, v);
   }
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  w.set_u32(o.arch + ".vocab_size", static_cast<uint32_t>(n_vocab));
 
   const int64_t embd = o.n_embd, ff = o.n_ff;
   const int64_t kv_dim = int64_t{o.n_head_kv} * (o.n_embd / o.n_head);
   auto matrix = [&](const std::string& name, TensorType type, int64_t cols, int64_t rows, float stddev) {
     w.add_tensor_f32(name, type, {cols, rows}, random_values(o.seed, name, cols * rows, 0.f, stddev));
   };
-  auto norm = [&](const std::string& name) {
-    w.add_tensor_f32(name, TensorType::F32, {embd}, random_values(o.seed, name, embd, 1.f, 0.05f));
+  auto norm = [&](const std::string& name, int64_t n = 0) {
+    if (n == 0) n = embd;
+    w.add_tensor_f32(name, TensorType::F32, {n}, random_values(o.seed, name, n, 1.f, 0.05f));
   };
   const float embd_std = 0.5f, ff_std = 0.5f / std::sqrt(static_cast<float>(ff));
   const float in_std = 0.5f / std::sqrt(static_cast<float>(embd));
@@ -151,6 +161,12 @@ GgufWriter tiny_llama_writer(const TinyLlamaOptions& o) {
     matrix(name("ffn_gate"), o.matrix_type, embd, ff, in_std);
     matrix(name("ffn_up"), o.matrix_type, embd, ff, in_std);
     matrix(name("ffn_down"), o.matrix_type, ff, embd, ff_std);
+    if (o.arch == "gemma3") {
+      norm(name("attn_q_norm"), o.n_embd / o.n_head);
+      norm(name("attn_k_norm"), o.n_embd / o.n_head);
+      norm(name("post_attention_norm"));
+      norm(name("post_ffw_norm"));
+    }
   }
   return w;
 }

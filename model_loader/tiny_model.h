@@ -35,6 +35,13 @@ struct TinyLlamaOptions {
   int n_vocab = 0;
   uint32_t alignment = 32;      // general.alignment
   std::string name = "tiny-llama";
+  // "gemma3": the Gemma 3 description instead (keys under gemma3.*, QK-norm and post-norm
+  // weights, GELU-tanh, sliding-window layers), same tokenizer, so the runtime's gemma paths
+  // (the sliding-window store above all) can be tested without the real model.
+  std::string arch = "llama";
+  int sliding_window = 16;      // gemma3.attention.sliding_window
+  int swa_pattern = 3;          // gemma3.attention.sliding_window_pattern: 2 local layers, then a global one
+  float rope_theta_local = 10000.f;  // gemma3.rope.freq_base_swa
 };
 
 // The vocabulary the tiny model uses: ids 0..2 are <|endoftext|>, <|im_start|>, <|im_end|>

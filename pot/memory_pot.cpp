@@ -72,7 +72,7 @@ namespace {
 // The grouping of a policy's choice (it does not depend on the counts).
 ChoiceShape planned_shape(const PotPolicy& policy, const LlamaConfig& cfg, int capacity) {
   PotScores probe;
-  probe.n_layers = cfg.n_layer;
+  probe.n_layers = cfg.n_global_layers();
   probe.n_heads = cfg.n_head_kv;
   probe.stride = probe.size = capacity;
   probe.keep = capacity / 2;
@@ -85,12 +85,13 @@ uint64_t MemoryPot::scoring_bytes(const LlamaConfig& cfg, int capacity, bool hal
   if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
   const auto policy = info.make(opts.params);
   const PolicyNeeds n = policy->needs();
-  const uint64_t row = uint64_t(cfg.n_layer) * cfg.n_head_kv * capacity * 4;  // [layer][kv head][slot] x 4 bytes
+  // [global layer][kv head][slot] x 4 bytes: the pot holds (and scores) the global layers only
+  const uint64_t row = uint64_t(cfg.n_global_layers()) * cfg.n_head_kv * capacity * 4;
   uint64_t bytes = KvStore::compaction_bytes(cfg, capacity, half);
   if (n.catalyst || n.accumulated || n.last_query) bytes += row;             // attention mass
   if (opts.device_select) {
     const ChoiceShape shape = planned_shape(*policy, cfg, capacity);
-    bytes += DeviceChoice::bytes_needed(cfg.n_layer, cfg.n_head_kv, capacity, shape);
+    bytes += DeviceChoice::bytes_needed(cfg.n_global_layers(), cfg.n_head_kv, capacity, shape);
     bytes += row * (2 + int(n.novelty) + int(n.accumulated));               // survivors, units, novelty, sums
   }
   return bytes;
@@ -106,13 +107,14 @@ MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const Llam
   needs_ = policy_->needs();
   if (int(needs_.catalyst) + int(needs_.accumulated) + int(needs_.last_query) > 1)
     throw std::logic_error("MemoryPot: a policy may need one attention measure at most");
-  const size_t slots = size_t(cfg.n_layer) * cfg.n_head_kv * opts.capacity;
+  if (kv.n_layers() != cfg.n_global_layers()) throw std::logic_error("MemoryPot: the KV store must hold the global layers");
+  const size_t slots = size_t(kv.n_layers()) * cfg.n_head_kv * opts.capacity;
   if (needs_.catalyst || needs_.accumulated || needs_.last_query)
     mass_ = ctx.memory().alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.attention_mass");
   nuc_.assign(slots, kNoScore);
   if (needs_.accumulated) acc_.assign(slots, 0.0f);
   if (opts.device_select) {
-    choice_ = std::make_unique<DeviceChoice>(ctx, cfg.n_layer, cfg.n_head_kv, opts.capacity,
+    choice_ = std::make_unique<DeviceChoice>(ctx, kv.n_layers(), cfg.n_head_kv, opts.capacity,
                                              planned_shape(*policy_, cfg, opts.capacity));
     auto& mem = ctx.memory();
     survivors_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(int), "pot.survivors");
@@ -165,6 +167,11 @@ void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<Toke
   pinned_ = policy_->pinned(static_cast<int>(prefix.size()));
   if (pinned_ + static_cast<int>(catalyst.size()) + 2 > opts_.capacity)
     throw std::invalid_argument("the pot cannot hold the pinned prefix plus the catalyst prompt");
+  // The sliding-window store takes the catalyst back too; it has room for one chunk past the window.
+  if (fwd_.window_store() && static_cast<int>(catalyst.size()) > fwd_.max_chunk())
+    throw std::invalid_argument("the catalyst prompt (" + str(catalyst.size()) + " tokens) is longer than the prefill "
+                                "chunk (" + str(fwd_.max_chunk()) + "), which a model with sliding-window layers "
+                                "needs; use --chunk " + str(catalyst.size()) + " or more, or a shorter --catalyst");
   if (!acc_.empty()) {
     std::fill(acc_.begin(), acc_.end(), 0.0f);
     ctx_.fill_zero(mass_, mass_.bytes());
@@ -205,7 +212,7 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
     last_token_ = t;
     last_unit_ = unit[r];
   }
-  for (int l = 0; l < cfg_.n_layer; ++l)
+  for (int l = 0; l < kv_.n_layers(); ++l)
     for (int h = 0; h < cfg_.n_head_kv; ++h)
       for (int r = 0; r < n; ++r) {
         const size_t i = at(l, h, s0 + r);
@@ -261,6 +268,8 @@ void MemoryPot::measure_catalyst() {
   const int size = kv_.size(), next_position = kv_.next_position();
   ctx_.fill_zero(mass_, mass_.bytes());
   const int rows = question_rows_ > 0 ? question_rows_ : static_cast<int>(catalyst_.size());
+  // Sliding-window layers: the catalyst must not slide their store, so it can be taken back.
+  fwd_.reserve_window(static_cast<int>(catalyst_.size()));
   for (size_t i = 0; i < catalyst_.size(); i += fwd_.max_chunk()) {
     const size_t n = std::min<size_t>(fwd_.max_chunk(), catalyst_.size() - i);
     EvalOptions eo;
@@ -271,6 +280,7 @@ void MemoryPot::measure_catalyst() {
     fwd_.eval(std::vector<TokenId>(catalyst_.begin() + i, catalyst_.begin() + i + n), eo);
   }
   kv_.set_size(size, next_position);
+  fwd_.rewind_window(static_cast<int>(catalyst_.size()));
 }
 
 // TOVA: the last token read is run again in its own slot (same key and value, same position)
@@ -279,6 +289,7 @@ void MemoryPot::measure_last_query() {
   ctx_.fill_zero(mass_, mass_.bytes());
   if (last_token_ < 0 || kv_.size() == 0) return;
   kv_.set_size(kv_.size() - 1, kv_.next_position() - 1);
+  fwd_.rewind_window(1);
   EvalOptions eo;
   eo.mass = &mass_;
   fwd_.eval({last_token_}, eo);
@@ -372,7 +383,7 @@ void MemoryPot::distill() {
   // 2. Selection.
   const auto t1 = Clock::now();
   PotScores sc;
-  sc.n_layers = cfg_.n_layer;
+  sc.n_layers = kv_.n_layers();
   sc.n_heads = Hkv;
   sc.stride = cap;
   sc.size = size;
@@ -394,7 +405,7 @@ void MemoryPot::distill() {
 
   // 3-4. Compaction and CR-RoPE, layer by layer.
   std::vector<int> delta(size_t(Hkv) * cap, 0);
-  for (int l = 0; l < cfg_.n_layer; ++l) {
+  for (int l = 0; l < kv_.n_layers(); ++l) {
     const auto layer_block = all.begin() + size_t(l) * Hkv * keep;  // [Hkv][keep]
     const std::vector<int> survivors(layer_block, layer_block + size_t(Hkv) * keep);
     {

@@ -49,6 +49,9 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
 
 PotSnapshot MemoryPot::capture(const std::vector<int>& tokens, const std::string& model_id) const {
   if (decoding_) throw std::logic_error("MemoryPot::capture while decoding");
+  if (fwd_.window_store())
+    throw std::invalid_argument("pot snapshots (--save-pot, --load-pot) do not hold the sliding-window layers' store "
+                                "yet, so they cannot be taken for " + cfg_.architecture + "; read the document again instead");
   if (static_cast<int>(tokens.size()) != stream_pos_)
     throw std::logic_error("MemoryPot::capture: " + std::to_string(tokens.size()) + " tokens for a pot that read " +
                            std::to_string(stream_pos_));
@@ -96,6 +99,9 @@ PotSnapshot MemoryPot::capture(const std::vector<int>& tokens, const std::string
 }
 
 void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& catalyst, int question_rows) {
+  if (fwd_.window_store())
+    throw std::invalid_argument("pot snapshots (--save-pot, --load-pot) do not hold the sliding-window layers' store "
+                                "yet, so they cannot be taken for " + cfg_.architecture + "; read the document again instead");
   if (s.n_layer != cfg_.n_layer || s.n_head_kv != cfg_.n_head_kv || s.head_dim != cfg_.head_dim ||
       s.capacity != opts_.capacity || s.half != kv_.half())
     throw std::invalid_argument("the snapshot's shape (" + std::to_string(s.n_layer) + " layers, " +

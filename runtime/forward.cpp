@@ -47,7 +47,8 @@ GemmLayer make_gemm(cl::Context& ctx, int max_chunk, const Sizes& s) {
 
 }  // namespace
 
-cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, int lm_tile) {
+cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, bool kv_half,
+                             int lm_tile) {
   Sizes s = sizes(cfg, max_chunk, lm_tile);
   cl::MemoryPlan p = GemmLayer::plan(gemm_backend, max_chunk, s.widest_in, s.largest_weight);
   // ids, the RoPE tables (a second one for local layers with their own base), x, xn, ...
@@ -55,6 +56,11 @@ cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::s
   p[cl::MemCategory::Activations] =
       s.ids * (1 + rope_tables * cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8;
   p[cl::MemCategory::Scratch] = s.logits;
+  if (cfg.has_local_layers()) {
+    const int cap = KvStore::window_capacity(cfg, max_chunk);
+    p[cl::MemCategory::KvCache] = KvStore::bytes_needed(cfg, cap, kv_half, KvKind::Local) +
+                                  KvStore::compaction_bytes(cfg, cap, kv_half);
+  }
   return p;
 }
 
@@ -83,6 +89,30 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   // Allocated whatever the tuning says (7.5 KiB for SmolLM2), so the plan does not depend on it.
   xq_ = mem.alloc(MemCategory::Activations, s.q8, "x_q8");
   logits_ = mem.alloc(MemCategory::Scratch, s.logits, "logits");
+  if (kv.n_layers() != int(KvStore::layers_of(c, KvKind::Global).size()) || kv.kind() != KvKind::Global)
+    throw cl::ClError("Forward: the KV store given must hold the model's global-attention layers");
+  if (c.has_local_layers())
+    window_ = std::make_unique<KvStore>(ctx, c, KvStore::window_capacity(c, max_chunk), kv.half(), KvKind::Local);
+}
+
+void Forward::reserve_window(int n) {
+  if (!window_) return;
+  if (window_resets_ != kv_.resets()) {  // the global store was reset: a new sequence
+    window_->reset();
+    window_resets_ = kv_.resets();
+  }
+  if (n > window_->capacity() - m_.cfg.sliding_window)
+    throw cl::ClError("eval: " + std::to_string(n) + " tokens exceed the prefill chunk (" +
+                      std::to_string(window_->capacity() - m_.cfg.sliding_window) +
+                      ") the sliding-window store was sized for");
+  // Keeping the last `sliding_window` entries is enough: a query sees the window behind it.
+  if (window_->size() + n > window_->capacity()) window_->slide(m_.cfg.sliding_window);
+}
+
+void Forward::rewind_window(int n) {
+  if (!window_) return;
+  if (n > window_->size()) throw cl::ClError("rewind_window: " + std::to_string(n) + " entries were never appended");
+  window_->set_size(window_->size() - n, window_->next_position() - n);
 }
 
 void Forward::set_input(const cl::Buffer& in, int n, int k) {
@@ -118,26 +148,17 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
                       std::to_string(kv_.free_slots()) + " free slots)");
   for (TokenId t : tokens)
     if (t < 0 || t >= c.n_vocab) throw cl::ClError("eval: token id " + std::to_string(t) + " outside the vocabulary");
-  const int n_past = kv_.size();
   std::vector<int> pos(n);
   std::iota(pos.begin(), pos.end(), kv_.next_position());
   ctx_.write(ids_, tokens.data(), n * sizeof(int));
   const std::vector<float> angles = ops::rope_angles(pos, c.n_rot, c.rope_theta);
   ctx_.write(pos_, angles.data(), angles.size() * sizeof(float));
-  if (c.has_local_layers()) {
+  if (window_) {  // local layers: positions in the local store (slot == position there)
+    reserve_window(n);
+    std::iota(pos.begin(), pos.end(), window_->next_position());
     const std::vector<float> local = ops::rope_angles(pos, c.n_rot, c.rope_theta_local);
     ctx_.write(pos_local_, local.data(), local.size() * sizeof(float));
   }
-  // Attention mass sums over every layer's KV entries; a sliding-window layer would need its
-  // own ring of entries, which the pot does not have yet.
-  if (opts.mass && c.has_local_layers())
-    throw cl::ClError("eval: attention mass (the pot's scores) is not implemented for sliding-window layers (" +
-                      c.architecture + "); run without --pot and with --policy full");
-  // The window is applied by slot, which equals the position only while nothing was evicted.
-  if (c.has_local_layers() && kv_.next_position() != n_past)
-    throw cl::ClError("eval: sliding-window layers need slot == position (a full KV cache); this KV store was "
-                      "compacted (" + std::to_string(n_past) + " entries, next position " +
-                      std::to_string(kv_.next_position()) + ")");
   mass_ = opts.mass;
   mass_from_ = opts.mass_from_row;
   mass_to_ = opts.mass_to_row < 0 ? n : std::min(n, opts.mass_to_row);
@@ -146,20 +167,23 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
   ops::embed(ctx_, m_.token_embd, ids_, n, x_);
   if (c.embd_scale != 1.f) ops::scale(ctx_, x_, size_t(n) * c.n_embd, c.embd_scale);
 
-  for (int l = 0; l < c.n_layer; ++l) layer(l, n, n_past);
+  for (int l = 0; l < c.n_layer; ++l) layer(l, n);
   // Final norm of every row: the LM head reads xn.
   ops::rms_norm(ctx_, x_, m_.output_norm, xn_, n, c.n_embd, c.rms_eps);
   ctx_.finish();
   kv_.commit(n);
+  if (window_) window_->commit(n);
   last_n_ = n;
 }
 
-void Forward::layer(int l, int n, int n_past) {
+void Forward::layer(int l, int n) {
   const LlamaConfig& c = m_.cfg;
   const DeviceLayer& L = m_.layers[l];
   const int q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-  const bool local = c.is_local(l);
-  ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv_.capacity(), kv_.half()};
+  const bool local = window_ && c.is_local(l);
+  KvStore& kv = local ? *window_ : kv_;
+  const int li = kv.index_of(l), n_past = kv.size();
+  ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv.capacity(), kv.half()};
   shape.scale = c.attn_scale;
   shape.window = local ? c.sliding_window : 0;
 
@@ -179,11 +203,11 @@ void Forward::layer(int l, int n, int n_past) {
   }
   // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
   ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, local ? pos_local_ : pos_,
-                     kv_.keys(l), kv_.values(l), kv_.capacity(), n_past, n, kv_.half());
-  ops::attention(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), kv_.values(l), n_past, n, attn_, q_dim, lse_);
-  if (mass_)
-    ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv_.keys(l), n_past, mass_from_, mass_to_, lse_, *mass_,
-                        size_t(l) * c.n_head_kv * kv_.capacity());
+                     kv.keys(li), kv.values(li), kv.capacity(), n_past, n, kv.half());
+  ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_);
+  if (mass_ && !local)
+    ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), n_past, mass_from_, mass_to_, lse_, *mass_,
+                        size_t(li) * c.n_head_kv * kv.capacity());
   set_input(attn_, n, q_dim);
   if (c.post_norms) {  // xn is free again: it takes Wo's output, normed into x
     project(L.wo, xn_, c.n_embd, 0, false);                            // xn  = attn Wo^T

@@ -2,7 +2,13 @@
 // covers. eval() runs a chunk of tokens through every layer, appending their keys/values to
 // the KV store; the results stay on the device until asked for (last-row logits for
 // sampling, per-token NLL for perplexity and NuC).
+//
+// The KV store given (the full cache or the pot) holds the global-attention layers only. A
+// model with sliding-window layers gets a second store here, of the local layers
+// (KvStore::window_capacity entries), which slides before a chunk would overflow it: its cost
+// is fixed by the window and the chunk, whatever the input's length or the pot's size.
 #pragma once
+#include <memory>
 #include <vector>
 #include "model_loader/tokenizer.h"
 #include "runtime/kv_store.h"
@@ -15,7 +21,8 @@ namespace infinipot {
 struct EvalOptions {
   // Attention mass (CaP, H2O, TOVA): when set, the rows [mass_from_row, mass_to_row) of this
   // chunk (mass_to_row < 0: to its end) add the attention they pay to every KV entry into
-  // mass: [n_layer][n_kv_heads][capacity].
+  // mass: [global store layers][n_kv_heads][capacity] (sliding-window layers measure nothing).
+  // The pot's scores come from the global layers only.
   cl::Buffer* mass = nullptr;
   int mass_from_row = 0;
   int mass_to_row = -1;
@@ -26,8 +33,9 @@ class Forward {
   // max_chunk: most tokens one eval() takes (prefill chunk); lm_tile: vocabulary rows per
   // cross-entropy tile.
   Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile = 4096);
-  // Device bytes the forward pass allocates (activations + scratch) for a memory plan.
-  static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend,
+  // Device bytes the forward pass allocates (activations + scratch, and the local store of a
+  // model with sliding-window layers, under kv_cache) for a memory plan.
+  static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, bool kv_half,
                              int lm_tile = 4096);
 
   // Runs tokens at positions kv.next_position() ..; n <= max_chunk and must fit in the KV store.
@@ -39,6 +47,15 @@ class Forward {
   std::vector<float> token_nll(const std::vector<TokenId>& targets);
   int max_chunk() const { return max_chunk_; }
 
+  // The local store (sliding-window layers), null for a model without them.
+  const KvStore* window_store() const { return window_.get(); }
+  // Evaluations the caller will take back (the catalyst prompt, TOVA's re-run): reserve_window
+  // slides now if n more would not fit, so they do not slide the local store and
+  // rewind_window(n) can drop them again, as KvStore::set_size does in the global store.
+  // No-ops without sliding-window layers.
+  void reserve_window(int n);
+  void rewind_window(int n);
+
  private:
   // Projections of one input: set_input once, then project() per weight matrix:
   // out[:, col .. col+W.rows) (+)= in[n][W.cols] W^T. Few rows (decode) read the quantized
@@ -47,7 +64,7 @@ class Forward {
   void set_input(const cl::Buffer& in, int n, int k);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
   // One transformer block: attention, then the gated feed-forward, each added into x_.
-  void layer(int l, int n, int n_past);
+  void layer(int l, int n);
 
   cl::Context& ctx_;
   const DeviceModel& m_;
@@ -56,6 +73,8 @@ class Forward {
   int lm_tile_;
   int last_n_ = 0;
   int qkv_ld_ = 0;  // (n_head + 2 n_head_kv) * head_dim
+  std::unique_ptr<KvStore> window_;  // sliding-window layers (null: none)
+  int window_resets_ = -1;           // kv_.resets() when window_ was last restarted
   cl::Buffer* mass_ = nullptr;  // the current eval()'s EvalOptions::mass, and its rows
   int mass_from_ = 0, mass_to_ = 0;
 

@@ -7,8 +7,16 @@
 
 namespace infinipot {
 
-uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity, bool half) {
-  return 2ull * cfg.n_layer * cfg.n_head_kv * static_cast<uint64_t>(capacity) * cfg.head_dim * (half ? 2 : 4);
+std::vector<int> KvStore::layers_of(const LlamaConfig& cfg, KvKind kind) {
+  std::vector<int> out;
+  for (int l = 0; l < cfg.n_layer; ++l)
+    if ((!cfg.layer_kind.empty() && cfg.is_local(l)) == (kind == KvKind::Local)) out.push_back(l);
+  return out;
+}
+
+uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity, bool half, KvKind kind) {
+  const uint64_t layers = layers_of(cfg, kind).size();
+  return 2ull * layers * cfg.n_head_kv * static_cast<uint64_t>(capacity) * cfg.head_dim * (half ? 2 : 4);
 }
 
 uint64_t KvStore::compaction_bytes(const LlamaConfig& cfg, int capacity, bool half) {
@@ -20,19 +28,29 @@ void KvStore::ensure_compaction_buffers() {
   if (compact_tmp_) return;
   auto& mem = ctx_.memory();
   const size_t per_head = size_t(cfg_.n_head_kv) * capacity_;
-  compact_tmp_ = mem.alloc(cl::MemCategory::PotScoring, keys_.at(0).bytes(), "pot.compact_copy");
-  slots_ = mem.alloc(cl::MemCategory::PotScoring, per_head * sizeof(int), "pot.survivors");
-  delta_ = mem.alloc(cl::MemCategory::PotScoring, per_head * sizeof(int), "pot.position_delta");
+  const bool local = kind_ == KvKind::Local;
+  const auto category = local ? cl::MemCategory::KvCache : cl::MemCategory::PotScoring;
+  const std::string prefix = local ? "kv_window." : "pot.";
+  compact_tmp_ = mem.alloc(category, keys_.at(0).bytes(), prefix + "compact_copy");
+  slots_ = mem.alloc(category, per_head * sizeof(int), prefix + "survivors");
+  delta_ = mem.alloc(category, per_head * sizeof(int), prefix + "position_delta");
 }
 
-KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half)
-    : ctx_(ctx), cfg_(cfg), capacity_(capacity), half_(half) {
+KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half, KvKind kind)
+    : ctx_(ctx), cfg_(cfg), capacity_(capacity), half_(half), kind_(kind),
+      rope_theta_(kind == KvKind::Local ? cfg.rope_theta_local : cfg.rope_theta) {
   if (capacity <= 0) throw cl::ClError("KV capacity must be positive, got " + std::to_string(capacity));
+  const std::vector<int> layers = layers_of(cfg, kind);
+  if (layers.empty()) throw cl::ClError("KV store: the model has no layers of this attention kind");
   const size_t bytes = size_t(cfg.n_head_kv) * capacity * cfg.head_dim * (half ? 2 : 4);
-  for (int l = 0; l < cfg.n_layer; ++l) {
-    keys_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, "kv.k." + std::to_string(l)));
-    values_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, "kv.v." + std::to_string(l)));
+  const std::string name = kind == KvKind::Local ? "kv_window." : "kv.";
+  index_.assign(size_t(cfg.n_layer), -1);
+  for (int l : layers) {  // buffers named by model layer
+    index_[size_t(l)] = static_cast<int>(keys_.size());
+    keys_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, name + "k." + std::to_string(l)));
+    values_.push_back(ctx.memory().alloc(cl::MemCategory::KvCache, bytes, name + "v." + std::to_string(l)));
   }
+  if (kind == KvKind::Local) ensure_compaction_buffers();
 }
 
 void KvStore::commit(int n_tokens) {
@@ -44,6 +62,7 @@ void KvStore::commit(int n_tokens) {
 }
 
 void KvStore::reset() {
+  ++resets_;
   size_ = 0;
   next_position_ = 0;
 }
@@ -76,9 +95,23 @@ void KvStore::rerotate(int layer, const std::vector<int>& delta) {
     throw cl::ClError("KV rerotate: delta must be [n_kv_heads][capacity]");
   ensure_compaction_buffers();
   ctx_.write(delta_, delta.data(), delta.size() * sizeof(int));
-  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, delta_, size_, cfg_.rope_theta,
+  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, delta_, size_, rope_theta_,
                   half_);
   ctx_.finish();
+}
+
+void KvStore::slide(int keep_last) {
+  const int shift = size_ - keep_last;
+  if (shift <= 0) return;
+  std::vector<int> keep(size_t(cfg_.n_head_kv) * keep_last);
+  for (int h = 0; h < cfg_.n_head_kv; ++h)
+    for (int j = 0; j < keep_last; ++j) keep[size_t(h) * keep_last + j] = shift + j;
+  for (int l = 0; l < n_layers(); ++l) compact(l, keep, keep_last);
+  // Positions restart at 0: a key at position p moves to p - shift (exact by R(p+d) = R(d) R(p)),
+  // so the local RoPE angles stay small whatever the stream's length.
+  set_size(keep_last, keep_last);
+  const std::vector<int> delta(size_t(cfg_.n_head_kv) * capacity_, -shift);
+  for (int l = 0; l < n_layers(); ++l) rerotate(l, delta);
 }
 
 }  // namespace infinipot

@@ -31,7 +31,8 @@ struct ProfileOpts {
 // Which stream positions the KV store holds at the end, per layer and KV head (the pot's
 // survivors; every position for a full cache).
 nlohmann::json retained_map(Engine& engine, const Answer& a) {
-  const int L = engine.config().n_layer, H = engine.config().n_head_kv;
+  // The global layers' store (every layer of llama); sliding-window layers hold only the window.
+  const int L = engine.config().n_global_layers(), H = engine.config().n_head_kv;
   nlohmann::json layers = nlohmann::json::array();
   int stream = 0;
   if (MemoryPot* pot = engine.pot()) {

@@ -170,12 +170,32 @@ TEST_F(GemmaReference, PerplexityWithinOnePercentOfLlamaCpp) {
               100.0 * (ours - same_file) / same_file, r.seconds);
 }
 
-// Not built yet: a pot over a model with sliding-window layers is refused before any device
-// work, naming what is missing and what to run instead.
-TEST(GemmaPot, RefusedWithWhatIsMissing) {
-  const test::ProcResult r =
-      test::run_infinipot({"run", "-m", test::gemma_model_path(), "-p", "hello there", "-n", "1", "--pot", "256"});
-  EXPECT_TRUE(test::fails_cleanly(r, {"memory pot", "gemma3", "sliding-window", "--policy full"}, 1));
+// A pot over Gemma 3: the global layers (3 of 18) read through --pot 128, the local ones keep
+// their window + chunk store, which slides (the document is longer than 512 + 128 tokens).
+// kv_cache is counted from the model's shape here (1 KV head of 256 dims, f32): 3 x 128
+// global entries, 15 x (512 + 128) local ones, and one local layer's K copy plus its
+// slot and delta lists for sliding.
+TEST(GemmaPot, ReadsThroughAPotOverTheGlobalLayers) {
+  std::string doc;
+  for (int i = 0; i < 60; ++i) doc += "Item " + std::to_string(i) + " of the list is a stone with the number " +
+                                      std::to_string(1000 + 37 * i) + " on it. ";
+  test::TempDir dir;
+  const std::string file = dir.file("doc.txt");
+  std::ofstream(file) << doc;
+  test::ProcOptions po;
+  po.timeout_s = 850;
+  const test::ProcResult r = test::run_infinipot({"run", "-m", test::gemma_model_path(), "-f", file, "-q",
+                                                  "Which number is on item 7?", "-n", "4", "--pot", "128",
+                                                  "--policy", "cap", "--kv-type", "f32", "--json"},
+                                                 po);
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["prompt_tokens"].get<int>(), 512 + 128);
+  EXPECT_GT(j["pot"]["cycles"].get<int>(), 0);
+  EXPECT_LE(j["pot"]["max_position"].get<int>(), 128);
+  const uint64_t entry = 2ull * 256 * 4;  // K and V of one token in one layer
+  const uint64_t expected = 3 * 128 * entry + 15 * (512 + 128) * entry + (512 + 128) * (256 * 4 + 8);
+  EXPECT_EQ(j["device_bytes"]["kv_cache"].get<uint64_t>(), expected);
 }
 
 }  // namespace
