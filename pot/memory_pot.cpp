@@ -142,7 +142,7 @@ uint64_t MemoryPot::digest() const {
   auto mix = [&h](const void* p, size_t n) { h = fnv1a64(static_cast<const uint8_t*>(p), n, h); };
   const int n = kv_.size();
   mix(&n, sizeof n);
-  for (int l = 0; l < cfg_.n_layer; ++l)
+  for (int l = 0; l < kv_.n_layers(); ++l)
     for (int kvh = 0; kvh < cfg_.n_head_kv; ++kvh) {
       const size_t i = at(l, kvh, 0);
       mix(source_.data() + i, n * sizeof(int));
