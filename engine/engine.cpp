@@ -199,6 +199,7 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_));
   kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity, kv_half_);
   forward_ = std::make_unique<Forward>(*ctx_, *model_, *kv_, chunk_);
+  forward_->set_round_activations(opts_.round_activations);
   trace::sync(ctx_->queue());
 }
 

@@ -30,6 +30,9 @@ struct EngineOptions {
   // KV store element type: "f16" (half the memory, fp32 arithmetic), "f32", or "auto":
   // f16 where the device has cl_khr_fp16 (GPUs), f32 where not (PoCL).
   std::string kv_type = "auto";
+  // --round-activations: products multiply their inputs rounded as llama.cpp's CPU backend
+  // quantizes them (Forward::set_round_activations), to compare against it; costs precision.
+  bool round_activations = false;
   nlohmann::json tuning_overrides = nlohmann::json::object();  // over platforms/tuning.json (infinipot tune)
 };
 
@@ -127,6 +130,7 @@ class Engine {
   Forward& forward() { return *forward_; }
   int chunk() const { return chunk_; }
   bool kv_half() const { return kv_half_; }
+  const EngineOptions& options() const { return opts_; }
 
   // Feeds the prompt (chunked prefill) then samples until EOS/end-of-turn or n_predict.
   GenerateResult generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include "model_loader/quant.h"
 #include "runtime/cl_error.h"
@@ -115,18 +117,41 @@ void Forward::rewind_window(int n) {
   window_->set_size(window_->size() - n, window_->next_position() - n);
 }
 
-void Forward::set_input(const cl::Buffer& in, int n, int k) {
+void Forward::set_input(cl::Buffer& in, int n, int k) {
   input_ = &in;
   input_rows_ = n;
   input_cols_ = k;
   input_q8_ = false;
-  if (n > kMatvecMaxRows) gemm_.set_input(in, n, k);
+  input_packed_ = false;
+  input_round_ = ops::ActRound::None;
+}
+
+void Forward::prepare_input(const ops::DeviceWeight& W, bool gemm) {
+  if (round_activations_) {
+    const ops::ActRound want = ops::act_round_for(W.type);
+    if (input_round_ == ops::ActRound::None && want != ops::ActRound::None && !input_packed_ && !input_q8_) {
+      ops::round_activations(ctx_, *input_, input_rows_, input_cols_, want);
+      input_round_ = want;
+    } else if (want != input_round_) {
+      // The input is rounded once, in place: weights wanting another format cannot share it.
+      throw std::invalid_argument(std::string("--round-activations: a ") + quant::traits(W.type).name +
+                                  " weight multiplies an input already rounded to " +
+                                  ops::act_round_name(input_round_) + " for another weight of this model; the " +
+                                  "emulation handles one input format per layer input (run without it)");
+    }
+  }
+  if (gemm && !input_packed_) {
+    gemm_.set_input(*input_, input_rows_, input_cols_);
+    input_packed_ = true;
+  }
 }
 
 void Forward::project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
-  if (input_rows_ > kMatvecMaxRows) return gemm_.multiply(W, out, ldo, col, accumulate);
+  const bool gemm = input_rows_ > kMatvecMaxRows;
+  prepare_input(W, gemm);
+  if (gemm) return gemm_.multiply(W, out, ldo, col, accumulate);
   const auto& int8_types = ctx_.tuning().matvec_int8;
-  if (ops::matvec_q8_supports(W.type) &&
+  if (!round_activations_ && ops::matvec_q8_supports(W.type) &&
       std::find(int8_types.begin(), int8_types.end(), quant::traits(W.type).name) != int8_types.end()) {
     // Quantized once per input, on its first integer product (q|k|v share one, gate|up one).
     if (!input_q8_) ops::quantize_q8(ctx_, *input_, input_rows_, input_cols_, xq_);
@@ -254,8 +279,9 @@ std::vector<float> Forward::token_nll(const std::vector<TokenId>& targets) {
   if (static_cast<int>(targets.size()) != n) throw cl::ClError("token_nll: need one target per evaluated row");
   ctx_.write(targets_, targets.data(), n * sizeof(int));
   ops::ce_init(ctx_, ce_m_, ce_s_, ce_t_, n);
-  gemm_.set_input(xn_, n, c.n_embd);
   const ops::DeviceWeight& head = m_.lm_head();
+  set_input(xn_, n, c.n_embd);
+  prepare_input(head, true);
   for (int v0 = 0; v0 < c.n_vocab; v0 += lm_tile_) {
     const int tile = std::min(lm_tile_, c.n_vocab - v0);
     gemm_.multiply_rows(head, v0, tile, logits_, false);                         // logits tile [n][tile]

@@ -46,6 +46,9 @@ class Forward {
   // (its value is NaN). Tiled over the vocabulary: no [n x n_vocab] matrix is ever held.
   std::vector<float> token_nll(const std::vector<TokenId>& targets);
   int max_chunk() const { return max_chunk_; }
+  // --round-activations: round every product's input in place to what llama.cpp's CPU backend
+  // multiplies (act_round.cl), to compare perplexity and greedy output under its numerics.
+  void set_round_activations(bool on) { round_activations_ = on; }
 
   // The local store (sliding-window layers), null for a model without them.
   const KvStore* window_store() const { return window_.get(); }
@@ -61,7 +64,10 @@ class Forward {
   // out[:, col .. col+W.rows) (+)= in[n][W.cols] W^T. Few rows (decode) read the quantized
   // weights directly (matvec, or matvec_q8 over the input quantized to 8 bits for the weight
   // types the tuning's matvec_int8 lists); more go through the GEMM layer.
-  void set_input(const cl::Buffer& in, int n, int k);
+  void set_input(cl::Buffer& in, int n, int k);
+  // Before the first product of W over the current input: its --round-activations rounding,
+  // and the GEMM layer's packing of it when the product goes through the GEMM (gemm).
+  void prepare_input(const ops::DeviceWeight& W, bool gemm);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
   // One transformer block: attention, then the gated feed-forward, each added into x_.
   void layer(int l, int n);
@@ -89,9 +95,12 @@ class Forward {
   cl::Buffer gu_;    // [max_chunk][2*n_ff]   gate | up
   cl::Buffer act_;   // [max_chunk][n_ff]
   GemmLayer gemm_;   // prefill products (its buffers: category gemm)
-  const cl::Buffer* input_ = nullptr;
+  cl::Buffer* input_ = nullptr;
   int input_rows_ = 0;
   int input_cols_ = 0;
+  bool input_packed_ = false;  // the GEMM layer holds the current input
+  bool round_activations_ = false;
+  ops::ActRound input_round_ = ops::ActRound::None;  // how the current input has been rounded
   bool input_q8_ = false;  // xq_ holds the current input (tuning matvec_int8)
   cl::Buffer xq_;          // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
   cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile

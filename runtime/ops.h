@@ -104,4 +104,14 @@ void ce_init(Context& c, Buffer& m, Buffer& s, Buffer& tl, int n);
 void ce_update(Context& c, const Buffer& logits, int n, int tile, int v0, const Buffer& targets, Buffer& m,
                Buffer& s, Buffer& tl);
 
+// act_round.cl (--round-activations): x rounded in place to the values llama.cpp's CPU backend
+// multiplies after quantizing a product's input to the weight type's 8-bit (or f16) input
+// format; the kinds and rules are in the .cl header.            x: [n_rows][k]
+enum class ActRound { None, Q8_0, Q8_K, F16 };
+ActRound act_round_for(gguf::TensorType weight);  // the input format llama.cpp pairs with it
+const char* act_round_name(ActRound kind);
+void round_activations(Context& c, Buffer& x, int n_rows, int k, ActRound kind);
+// Host reference of the same rounding, for the kernel's test.
+void round_activations_reference(std::vector<float>& x, int k, ActRound kind);
+
 }  // namespace infinipot::ops

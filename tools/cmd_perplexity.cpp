@@ -17,6 +17,7 @@ void add_perplexity_command(CLI::App& app) {
     int chunk = 0;
     int max_windows = 0;
     bool json = false;
+    bool round_activations = false;
   };
   auto o = std::make_shared<Opts>();
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
@@ -29,10 +30,16 @@ void add_perplexity_command(CLI::App& app) {
   sub->add_option("--kv-type", o->kv_type, "KV store element type: auto, f16, f32")
       ->capture_default_str()->check(CLI::IsMember({"auto", "f16", "f32"}));
   sub->add_flag("--json", o->json, "Print one JSON object");
+  sub->add_flag("--round-activations", o->round_activations,
+                "Round each product's input as llama.cpp's CPU backend quantizes it (8-bit blocks: Q8_K for "
+                "K-quant weights, Q8_0 for the others; F16 for F16 weights), to compare with llama-perplexity "
+                "under its numerics; less precise than the default");
   sub->callback([o] {
     std::string text = read_text_file(o->file, "text file");
     require_utf8(text, "text file '" + o->file + "'");
-    Engine engine(engine_options(o->model, o->device, o->device_mem, o->chunk, o->kv_type));
+    EngineOptions eo = engine_options(o->model, o->device, o->device_mem, o->chunk, o->kv_type);
+    eo.round_activations = o->round_activations;
+    Engine engine(eo);
     // llama-perplexity tokenizes with add_special (BOS only if the model asks) and no special parsing.
     const bool add_bos = engine.file().get_bool("tokenizer.ggml.add_bos_token", false);
     auto tokens = engine.tokenizer().encode(text, add_bos, false);
@@ -45,6 +52,8 @@ void add_perplexity_command(CLI::App& app) {
       std::cout << nlohmann::json{{"perplexity", r.perplexity}, {"stderr", r.stderr_ppl}, {"ctx", o->ctx},
                                   {"windows", r.windows}, {"scored_tokens", r.scored_tokens},
                                   {"tokens", r.n_tokens}, {"seconds", r.seconds},
+                                  {"kv_type", engine.kv_half() ? "f16" : "f32"},
+                                  {"round_activations", o->round_activations},
                                   {"peak_device_bytes", engine.memory_report()["peak"]}}
                        .dump()
                 << std::endl;

@@ -90,7 +90,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   if (o.catalyst_given && o.catalyst.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument("--catalyst is empty: give the text the catalyst prompt should ask, or leave it out");
 
-  Engine engine(engine_options(o.model, o.device, o.device_mem, o.chunk, o.kv_type));
+  EngineOptions eo = engine_options(o.model, o.device, o.device_mem, o.chunk, o.kv_type);
+  eo.round_activations = o.round_activations;
+  Engine engine(eo);
 
   AnswerOptions ao;
   ao.system = o.system;
@@ -173,6 +175,7 @@ void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json
                         {"device_mem_budget", mem["budget"]},
                         {"device_bytes", by_cat},
                         {"kv_type", engine.kv_half() ? "f16" : "f32"},
+                        {"round_activations", engine.options().round_activations},
                         {"device", engine.context().device().name}};
     j.update(extra);
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
@@ -276,6 +279,9 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
   sub->add_option("--load-pot", o->load_pot, "Answer -q QUESTION from a pot saved with --save-pot, without the document "
                   "(same model; the pot's settings come from the file)");
   sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE)");
+  sub->add_flag("--round-activations", o->round_activations,
+                "Round each product's input as llama.cpp's CPU backend quantizes it (see perplexity "
+                "--round-activations), to compare greedy output with llama.cpp");
   sub->add_flag("--raw", o->raw, "Feed the text as is, without the chat template");
   sub->add_flag("--json", o->json, "Print one JSON object with the answer and the figures");
   return {p, f};

@@ -21,6 +21,7 @@ struct RunOpts {
   int chunk = 0;
   bool json = false;
   bool raw = false;
+  bool round_activations = false;  // --round-activations
   // Memory pot (InfiniPot): off unless --pot is given.
   int pot = 0;
   int keep = 0;

@@ -212,5 +212,25 @@ TEST_F(CliOutputs, PerplexityJsonIsFiniteAndPlausible) {
   EXPECT_GT(j.value("scored_tokens", 0), 0);
 }
 
+// --round-activations (llama.cpp's rounding of each product's input; SmolLM2's Q4_1 and Q8_0
+// weights take Q8_0 blocks): perplexity through the GEMM and the LM head, and a greedy run
+// through the decode products. The rounding must change the figures (it is applied) but only
+// by what 8-bit inputs can (llama.cpp and infinipot agree within 0.5% on this model).
+TEST_F(CliOutputs, RoundActivationsMovesPerplexityAndLogitsOnlySlightly) {
+  const std::string text = std::string(INFINIPOT_TEST_SOURCE_DIR) + "/data/perplexity.txt";
+  const json exact = run_json("perplexity", {"-f", text, "--json", "-c", "128", "--chunks", "2"});
+  const json rounded = run_json("perplexity", {"-f", text, "--json", "-c", "128", "--chunks", "2", "--round-activations"});
+  ASSERT_TRUE(exact.contains("perplexity") && rounded.contains("perplexity")) << last_.describe();
+  EXPECT_FALSE(exact["round_activations"].get<bool>());
+  EXPECT_TRUE(rounded["round_activations"].get<bool>());
+  const double a = exact["perplexity"].get<double>(), b = rounded["perplexity"].get<double>();
+  EXPECT_NE(a, b) << "--round-activations changed nothing";
+  EXPECT_LT(std::fabs(a - b), 0.03 * a) << a << " vs " << b;
+  const json run = run_json("run", {"-p", "The capital of France is", "-n", "8", "--temp", "0", "--raw", "--json",
+                                    "--round-activations"});
+  EXPECT_TRUE(run.value("round_activations", false)) << last_.describe();
+  EXPECT_EQ(run.value("generated_tokens", 0), 8);
+}
+
 }  // namespace
 }  // namespace infinipot
