@@ -38,9 +38,7 @@ For every prompt the fixture holds:
 Usage: scripts/reference/make_gemma3_fixture.py [--model PATH] [--out PATH] [--bin DIR]
 """
 import argparse
-import hashlib
 import json
-import math
 import os
 import re
 import subprocess
@@ -48,7 +46,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_logits_fixture import ROOT, LLAMA_CPP_COMMIT, r4, fmt  # noqa: E402
+from make_logits_fixture import ROOT, LLAMA_CPP_COMMIT, r4, fmt, file_sha256, row_stats  # noqa: E402
 
 TOP_K = 16
 GREEDY = 32
@@ -99,8 +97,7 @@ def main():
     import llama_cpp
     from llama_cpp import Llama
 
-    with open(a.model, "rb") as f:
-        model_sha = hashlib.sha256(f.read()).hexdigest()
+    model_sha = file_sha256(a.model)
     llm = Llama(model_path=a.model, n_ctx=CTX, n_batch=CTX, n_ubatch=CTX, n_threads=2, n_threads_batch=2,
                 logits_all=True, flash_attn=False, seed=0, verbose=False)
     prompts = []
@@ -109,13 +106,7 @@ def main():
         llm.reset()
         llm.eval(toks)
         rows = np.array(llm.scores[: len(toks), :], dtype=np.float32)
-        top_ids, top_logits, lse = [], [], []
-        for row in rows:
-            idx = np.argsort(-row, kind="stable")[:TOP_K]
-            top_ids.append([int(i) for i in idx])
-            top_logits.append([r4(row[i]) for i in idx])
-            m = float(row.max())
-            lse.append(r4(m + math.log(float(np.exp(row.astype(np.float64) - m).sum()))))
+        top_ids, top_logits, lse = row_stats(rows, TOP_K)
         greedy, margins = [], []
         row = rows[-1]
         for _ in range(GREEDY):

@@ -51,6 +51,25 @@ def r4(x):
     return 0.0 if v == 0 else v  # no "-0.0"
 
 
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def row_stats(rows, top_k):
+    """Per logits row: the top_k token ids (stable order), their logits and the log-sum-exp."""
+    import numpy as np
+
+    top_ids, top_logits, lse = [], [], []
+    for row in rows:
+        idx = np.argsort(-row, kind="stable")[:top_k]
+        top_ids.append([int(i) for i in idx])
+        top_logits.append([r4(row[i]) for i in idx])
+        m = float(row.max())
+        lse.append(r4(m + math.log(float(np.exp(row.astype(np.float64) - m).sum()))))
+    return top_ids, top_logits, lse
+
+
 def fmt(obj, indent=0):
     """JSON with dicts indented and lists of numbers/strings kept on one line."""
     pad = " " * indent
@@ -74,8 +93,7 @@ def main():
     import llama_cpp
     from llama_cpp import Llama
 
-    with open(a.model, "rb") as f:
-        model_sha = hashlib.sha256(f.read()).hexdigest()
+    model_sha = file_sha256(a.model)
     llm = Llama(model_path=a.model, n_ctx=512, n_batch=512, n_ubatch=512, n_threads=2,
                 n_threads_batch=2, logits_all=True, flash_attn=False, seed=0, verbose=False)
     n_vocab = llm.n_vocab()
@@ -85,13 +103,7 @@ def main():
         llm.reset()
         llm.eval(toks)
         rows = np.array(llm.scores[: len(toks), :], dtype=np.float32)
-        top_ids, top_logits, lse = [], [], []
-        for row in rows:
-            idx = np.argsort(-row, kind="stable")[:TOP_K]
-            top_ids.append([int(i) for i in idx])
-            top_logits.append([r4(row[i]) for i in idx])
-            m = float(row.max())
-            lse.append(r4(m + math.log(float(np.exp(row.astype(np.float64) - m).sum()))))
+        top_ids, top_logits, lse = row_stats(rows, TOP_K)
         last = [r4(v) for v in rows[-1]]
         greedy = []
         nxt = int(np.argmax(rows[-1]))

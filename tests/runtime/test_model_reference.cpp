@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "tests/runtime/reference_suite.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {
@@ -30,30 +30,11 @@ constexpr double kNllMeanAbs = 0.07;
 // "prose" prompt's second step has its top three within 0.09 in llama.cpp itself).
 constexpr double kTieMargin = 0.3;
 
-nlohmann::json load_fixture() {
-  std::ifstream in(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/tests/fixtures/smollm2_logits.json");
-  EXPECT_TRUE(in.good()) << "missing tests/fixtures/smollm2_logits.json";
-  return nlohmann::json::parse(in);
-}
-
-class ModelReference : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    fixture_ = new nlohmann::json(load_fixture());
-    EngineOptions o;
-    o.model_path = test::real_model_path();
-    engine_ = new Engine(o);
-    engine_->prepare(512);
-  }
-  static void TearDownTestSuite() {
-    delete engine_;
-    delete fixture_;
-  }
-  static Engine* engine_;
-  static nlohmann::json* fixture_;
+struct SmolLM2 {
+  static constexpr const char* kFixture = "smollm2_logits.json";
+  static std::string model() { return test::real_model_path(); }
 };
-Engine* ModelReference::engine_ = nullptr;
-nlohmann::json* ModelReference::fixture_ = nullptr;
+using ModelReference = test::ReferenceSuite<SmolLM2>;
 
 TEST_F(ModelReference, LastRowLogitsMatchLlamaCpp) {
   for (const auto& p : (*fixture_)["prompts"]) {
@@ -129,7 +110,7 @@ TEST_F(ModelReference, GreedyContinuationMatchesLlamaCpp) {
 // The fp16 KV store (--kv-type f16, the default on GPUs; llama.cpp's default too) against
 // llama.cpp under the same bounds as the fp32 store.
 TEST(ModelReferenceF16Kv, EveryPositionNllMatchesLlamaCpp) {
-  const auto fixture = load_fixture();
+  const auto fixture = test::load_reference_fixture(SmolLM2::kFixture);
   EngineOptions o;
   o.model_path = test::real_model_path();
   o.kv_type = "f16";
@@ -185,7 +166,7 @@ TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
 // decoding every prompt token one by one so each of the 30 layers' products and the LM head
 // run through matvec_q8. Same bounds against llama.cpp as the float path.
 TEST(ModelReferenceInt8Matvec, DecodeMatchesLlamaCppAndTheFloatPath) {
-  const auto fixture = load_fixture();
+  const auto fixture = test::load_reference_fixture(SmolLM2::kFixture);
   auto decode_all = [&](bool int8, const std::vector<TokenId>& tokens) {
     EngineOptions o;
     o.model_path = test::real_model_path();

@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "tests/support/cli_process.h"
+#include "tests/runtime/reference_suite.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {
@@ -38,30 +39,11 @@ constexpr double kTieMargin = 0.3;
 constexpr double kPerplexityRelTol = 0.01;
 constexpr double kPerplexitySameFileRelTol = 0.02;
 
-nlohmann::json load_fixture() {
-  std::ifstream in(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/tests/fixtures/gemma3_reference.json");
-  EXPECT_TRUE(in.good()) << "missing tests/fixtures/gemma3_reference.json";
-  return nlohmann::json::parse(in);
-}
-
-class GemmaReference : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    fixture_ = new nlohmann::json(load_fixture());
-    EngineOptions o;
-    o.model_path = test::gemma_model_path();
-    engine_ = new Engine(o);
-    engine_->prepare(512);
-  }
-  static void TearDownTestSuite() {
-    delete engine_;
-    delete fixture_;
-  }
-  static Engine* engine_;
-  static nlohmann::json* fixture_;
+struct Gemma3 {
+  static constexpr const char* kFixture = "gemma3_reference.json";
+  static std::string model() { return test::gemma_model_path(); }
 };
-Engine* GemmaReference::engine_ = nullptr;
-nlohmann::json* GemmaReference::fixture_ = nullptr;
+using GemmaReference = test::ReferenceSuite<Gemma3>;
 
 // The tokenizer agrees with llama.cpp's on the prompts (BOS first: add_bos_token).
 TEST_F(GemmaReference, PromptTokensMatchLlamaCpp) {
