@@ -14,11 +14,7 @@
 #include <vector>
 
 #include "engine/answer.h"
-#include "engine/engine.h"
-#include "model_loader/tiny_model.h"
-#include "pot/policy_registry.h"
-#include "runtime/device_memory.h"
-#include "tests/support/gguf_test_util.h"
+#include "tests/pot/pot_fixture.h"
 
 namespace infinipot {
 namespace {
@@ -43,22 +39,13 @@ const std::string& tiny_gemma() {
   return path;
 }
 
-std::unique_ptr<Engine> make_engine(int chunk, uint64_t device_mem = 0) {
+std::unique_ptr<Engine> make_gemma(int chunk, uint64_t device_mem = 0) {
   EngineOptions o;
   o.model_path = tiny_gemma();
   o.kv_type = "f32";
   o.chunk = chunk;
   o.device_mem = device_mem;
   return std::make_unique<Engine>(o);
-}
-
-std::string document(int n) {
-  static const char* names[] = {"Anna", "Boris", "Clara", "Dmitri", "Elena", "Farid", "Greta"};
-  static const char* things[] = {"a red boat", "the old mill", "seven lanterns", "a blue kite", "the river gate"};
-  std::string s;
-  for (int i = 0; i < n; ++i)
-    s += std::string(names[i % 7]) + " saw " + things[(i * 3) % 5] + " on day " + std::to_string(17 + i * 13) + ". ";
-  return s;
 }
 
 // NLL of every next token of `tokens` (the last row: -1, skipped), evaluated in chunks of
@@ -87,13 +74,6 @@ Scores score(Engine& e, const std::vector<TokenId>& tokens, int chunk) {
   return s;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
-  return m;
-}
-
 // One chunk of the whole input never slides the local store (it holds window + chunk
 // entries), so every slot is its position: the windowed attention of an unbounded cache.
 // Chunks of 8 and single tokens slide it every few chunks; the window mask and the
@@ -102,17 +82,17 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // summation order of the chunked GEMM vs the matvec and f32 RoPE angles at other positions;
 // sliding without re-rotating the kept keys measured 2.1 nats.
 TEST(SlidingWindow, LocalStoreMatchesTheUnboundedWindowedCache) {
-  auto e = make_engine(0);
+  auto e = make_gemma(0);
   const std::vector<TokenId> tokens = e->tokenizer().encode(document(8), false, false);
   ASSERT_GT(tokens.size(), size_t(5 * kWindow)) << "the input must be several windows long";
   const int n = static_cast<int>(tokens.size());
 
-  auto whole = make_engine(n);
+  auto whole = make_gemma(n);
   const Scores ref = score(*whole, tokens, n);
   EXPECT_EQ(ref.window_next_position, n) << "one chunk of everything must not slide";
 
   for (int chunk : {8, 1}) {
-    auto eng = make_engine(chunk);
+    auto eng = make_gemma(chunk);
     const Scores got = score(*eng, tokens, chunk);
     EXPECT_LT(got.window_next_position, n) << "chunk " << chunk << ": the local store never slid";
     EXPECT_LE(got.window_next_position, kWindow + chunk) << "local positions stay below the store's capacity";
@@ -127,7 +107,7 @@ TEST(SlidingWindow, LocalStoreMatchesTheUnboundedWindowedCache) {
 // that keeps fewer entries than the window) must change the scores. A model whose window
 // covers everything is compared with the 16-token one.
 TEST(SlidingWindow, TheWindowChangesTheScores) {
-  auto e = make_engine(0);
+  auto e = make_gemma(0);
   const std::vector<TokenId> tokens = e->tokenizer().encode(document(8), false, false);
   const int n = static_cast<int>(tokens.size());
   test::TempDir dir;
@@ -139,48 +119,20 @@ TEST(SlidingWindow, TheWindowChangesTheScores) {
   EngineOptions eo;
   eo.model_path = wide, eo.kv_type = "f32", eo.chunk = 8;
   Engine w(eo);
-  auto narrow = make_engine(8);
+  auto narrow = make_gemma(8);
   EXPECT_GT(max_abs_diff(score(w, tokens, 8).nll, score(*narrow, tokens, 8).nll), 1e-2);
 }
-
-PotOptions pot_options(int capacity, const std::string& policy) {
-  PotOptions o;
-  o.capacity = capacity, o.policy = policy;
-  if (find_policy(policy).params & kParamRecent) o.params.recent = 4;
-  return o;
-}
-
-struct PotRun {
-  GenerateResult result;
-  int cycles = 0;
-  uint64_t peak = 0;
-  int global_size = 0, window_size = 0, window_capacity = 0;
-};
 
 // Chunks of 32: the catalyst (21 tokens here) must fit one chunk on a sliding-window model.
 constexpr int kPotChunk = 32;
 
-PotRun run_pot(const std::string& policy, int capacity, int doc_sentences, int n_predict = 6) {
-  auto e = make_engine(kPotChunk);
-  const PromptParts parts = e->prompt_parts("", document(doc_sentences), "Who saw the river gate?");
-  std::vector<TokenId> catalyst;
-  int rows = 0;
-  if (MemoryPot::needs_of(pot_options(capacity, policy)).catalyst)
-    catalyst = e->catalyst_prompt(parts, "Who saw the river gate?", &rows);
-  const PotOptions po =
-      MemoryPot::resolve(pot_options(capacity, policy), Engine::pot_layout(parts, catalyst, n_predict));
-  e->prepare_pot(po);
-  GenerateOptions g;
-  g.n_predict = n_predict;
-  g.ignore_eos = true;
-  PotRun r;
-  r.result = e->generate(parts, catalyst, g, rows);
-  r.cycles = e->pot()->stats().cycles;
-  r.peak = e->context().memory().peak_total();
-  r.global_size = e->kv().size();
-  r.window_size = e->forward().window_store()->size();
-  r.window_capacity = e->forward().window_store()->capacity();
-  return r;
+// One run of the fixture's pot over the tiny gemma3: 6 answer tokens, whatever they are.
+PotRun run_gemma_pot(const std::string& policy, int capacity, int doc_sentences) {
+  auto e = make_gemma(kPotChunk);
+  const PromptParts parts = e->prompt_parts("", document(doc_sentences), kQuestion);
+  const PotOptions po = pot_options(capacity, 0, policy);
+  return run_pot(*e, parts, catalyst_for(*e, parts, po), po, 6, /*prepare=*/true, /*whole_input=*/false,
+                 /*ignore_eos=*/true);
 }
 
 // The pot bounds the global layers; the local store stays at window + chunk; the device's
@@ -189,15 +141,15 @@ TEST(SlidingWindow, PotBoundsOnlyTheGlobalLayersForEveryPolicy) {
   for (const auto& info : policies()) {
     if (!info.make || info.residency != Residency::Pot) continue;
     SCOPED_TRACE(info.name);
-    const PotRun shorter = run_pot(info.name, 96, 16), longer = run_pot(info.name, 96, 48);
+    const PotRun shorter = run_gemma_pot(info.name, 96, 16), longer = run_gemma_pot(info.name, 96, 48);
     for (const PotRun* r : {&shorter, &longer}) {
-      EXPECT_GT(r->cycles, 0) << "the document must overflow the pot";
-      EXPECT_LE(r->global_size, 96);
+      EXPECT_GT(r->stats.cycles, 0) << "the document must overflow the pot";
+      EXPECT_LE(r->kv_size, 96);
       EXPECT_EQ(r->window_capacity, kWindow + kPotChunk);
       EXPECT_LE(r->window_size, r->window_capacity);
       EXPECT_EQ(r->result.tokens.size(), 6u);
     }
-    EXPECT_GT(longer.cycles, shorter.cycles);
+    EXPECT_GT(longer.stats.cycles, shorter.stats.cycles);
     EXPECT_EQ(shorter.peak, longer.peak) << "peak device bytes grew with the input";
   }
 }
@@ -205,13 +157,13 @@ TEST(SlidingWindow, PotBoundsOnlyTheGlobalLayersForEveryPolicy) {
 // SnapKV holds the whole input, then keeps --pot entries of the global layers once; the
 // local store is the same window + chunk. With --watch the report covers the global layers.
 TEST(SlidingWindow, SnapKvKeepsPotEntriesOfTheGlobalLayers) {
-  auto e = make_engine(kPotChunk);
+  auto e = make_gemma(kPotChunk);
   AnswerOptions o;
-  o.pot = pot_options(72, "snapkv");
+  o.pot = pot_options(72, 0, "snapkv");
   o.n_predict = 4;
   o.ignore_eos = true;
   o.watch = "Greta saw";
-  const Answer a = answer(*e, document(30), "Who saw the river gate?", o);
+  const Answer a = answer(*e, document(30), kQuestion, o);
   EXPECT_EQ(a.result.tokens.size(), 4u);
   EXPECT_EQ(a.pot["cycles"].get<int>(), 1);
   EXPECT_LE(e->kv().size(), 72 + 4 + 30) << "kept entries plus the question, tail and answer";
@@ -225,21 +177,21 @@ TEST(SlidingWindow, SnapKvKeepsPotEntriesOfTheGlobalLayers) {
 // bits, are compared.
 TEST(SlidingWindow, PotThatNeverFillsAnswersAsTheFullCache) {
   const int n_predict = 12;
-  auto full = make_engine(kPotChunk);
-  const PromptParts parts = full->prompt_parts("", document(10), "Who saw the river gate?");
+  auto full = make_gemma(kPotChunk);
+  const PromptParts parts = full->prompt_parts("", document(10), kQuestion);
   full->prepare(static_cast<int>(parts.all().size()) + n_predict);
   GenerateOptions g;
   g.n_predict = n_predict;
   g.ignore_eos = true;
   const GenerateResult ref = full->generate(parts.all(), g);
 
-  auto e = make_engine(kPotChunk);
+  auto e = make_gemma(kPotChunk);
   std::vector<TokenId> catalyst;
   int rows = 0;
-  catalyst = e->catalyst_prompt(parts, "Who saw the river gate?", &rows);
+  catalyst = e->catalyst_prompt(parts, kQuestion, &rows);
   const int capacity = static_cast<int>(parts.all().size()) + n_predict;
   const PotOptions po =
-      MemoryPot::resolve(pot_options(capacity, "infinipot"), Engine::pot_layout(parts, catalyst, n_predict));
+      MemoryPot::resolve(pot_options(capacity, 0, "infinipot"), Engine::pot_layout(parts, catalyst, n_predict));
   e->prepare_pot(po);
   const GenerateResult got = e->generate(parts, catalyst, g, rows);
   EXPECT_EQ(e->pot()->stats().cycles, 0);
@@ -250,7 +202,7 @@ TEST(SlidingWindow, PotThatNeverFillsAnswersAsTheFullCache) {
 // kv_cache = the global layers x the KV capacity + the local layers x (window + chunk),
 // plus the local store's compaction copy; counted from the shapes here, not from KvStore.
 TEST(SlidingWindow, MemoryPlanCountsEachKind) {
-  auto e = make_engine(8);
+  auto e = make_gemma(8);
   const LlamaConfig& c = e->config();
   ASSERT_EQ(c.n_global_layers(), 1);
   ASSERT_EQ(c.n_local_layers(), 2);
@@ -268,15 +220,15 @@ TEST(SlidingWindow, MemoryPlanCountsEachKind) {
   const int capacity = 100;
   e->prepare(capacity);
   const uint64_t peak = e->context().memory().peak_total();
-  EXPECT_EQ(make_engine(8, peak)->largest_full_cache(capacity), capacity);
-  EXPECT_LT(make_engine(8, peak - 1)->largest_full_cache(capacity), capacity);
+  EXPECT_EQ(make_gemma(8, peak)->largest_full_cache(capacity), capacity);
+  EXPECT_LT(make_gemma(8, peak - 1)->largest_full_cache(capacity), capacity);
 }
 
 // Snapshots do not hold the local store yet: refused before any device work, naming why.
 TEST(SlidingWindow, PotSnapshotsAreRefusedForSlidingWindowModels) {
-  auto e = make_engine(kPotChunk);
+  auto e = make_gemma(kPotChunk);
   AnswerOptions o;
-  o.pot = pot_options(96, "infinipot");
+  o.pot = pot_options(96, 0, "infinipot");
   o.save_pot = "never-written.pot";
   try {
     answer(*e, document(20), "Who?", o);
