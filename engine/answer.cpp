@@ -118,9 +118,6 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
 }  // namespace
 
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& o) {
-  if ((!o.load_pot.empty() || !o.save_pot.empty()) && engine.config().has_local_layers())
-    throw std::invalid_argument("--save-pot / --load-pot: pot snapshots do not hold the sliding-window layers' store "
-                                "yet, so " + engine.config().architecture + " models cannot save or load a pot");
   if (!o.load_pot.empty()) {
     GenerateOptions go;
     go.n_predict = o.n_predict;

@@ -47,8 +47,10 @@ class Forward {
   std::vector<float> token_nll(const std::vector<TokenId>& targets);
   int max_chunk() const { return max_chunk_; }
 
-  // The local store (sliding-window layers), null for a model without them.
+  // The local store (sliding-window layers), null for a model without them. Mutable for pot
+  // snapshots (MemoryPot::restore writes a saved local store back).
   const KvStore* window_store() const { return window_.get(); }
+  KvStore* window_store() { return window_.get(); }
   // Evaluations the caller will take back (the catalyst prompt, TOVA's re-run): reserve_window
   // slides now if n more would not fit, so they do not slide the local store and
   // rewind_window(n) can drop them again, as KvStore::set_size does in the global store.

@@ -4,7 +4,8 @@
 //    cache gives, chunked and token by token;
 //  - the pot bounds the global layers only, whatever the input's length;
 //  - a pot that never fills answers as the full cache does;
-//  - the memory plan counts each kind exactly.
+//  - the memory plan counts each kind exactly;
+//  - pot snapshots hold the local store: a restored pot answers as the run that saved it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -224,18 +225,148 @@ TEST(SlidingWindow, MemoryPlanCountsEachKind) {
   EXPECT_LT(make_gemma(8, peak - 1)->largest_full_cache(capacity), capacity);
 }
 
-// Snapshots do not hold the local store yet: refused before any device work, naming why.
-TEST(SlidingWindow, PotSnapshotsAreRefusedForSlidingWindowModels) {
+// ---- Pot snapshots hold the sliding-window store ----------------------------------------
+
+constexpr int kAnswer = 8;
+
+// A pot saved after reading the document (GenerateOptions::after_read, where --save-pot
+// writes it) and its run's answer and last logits.
+struct Saved {
+  PotSnapshot snap;
+  GenerateResult result;
+  std::vector<float> logits;
+  uint64_t digest = 0;
+  int cycles = 0;  // at the end of the run
+  int window_size_at_save = -1;
+};
+Saved save_gemma_pot(const std::string& policy, const std::string& path, const PromptParts& parts,
+                     const Catalyst& cat) {
   auto e = make_gemma(kPotChunk);
-  AnswerOptions o;
-  o.pot = pot_options(96, 0, "infinipot");
-  o.save_pot = "never-written.pot";
-  try {
-    answer(*e, document(20), "Who?", o);
-    FAIL() << "expected a refusal";
-  } catch (const std::invalid_argument& err) {
-    EXPECT_NE(std::string(err.what()).find("sliding-window"), std::string::npos) << err.what();
+  const PotOptions po = MemoryPot::resolve(pot_options(96, 0, policy), Engine::pot_layout(parts, cat.tokens, kAnswer));
+  e->prepare_pot(po);
+  GenerateOptions g;
+  g.n_predict = kAnswer;
+  g.ignore_eos = true;
+  Saved s;
+  g.after_read = [&](const std::vector<TokenId>& stream) {
+    write_pot_snapshot(path, e->pot()->capture(stream, e->model_id()));
+    s.window_size_at_save = e->forward().window_store()->size();
+  };
+  s.result = e->generate(parts, cat.tokens, g, cat.question_rows);
+  s.logits = e->forward().last_logits();
+  s.digest = e->pot()->digest();
+  s.cycles = e->pot()->stats().cycles;
+  s.snap = read_pot_snapshot(path);
+  return s;
+}
+
+// Restored into a fresh engine (as --load-pot does), the pot answers exactly as the run that
+// saved it: the same greedy tokens, bit-identical last logits and the same pot at the end.
+// Policies that measure differently: CaP + NuC with a catalyst (infinipot), the attention
+// accumulated since the last cycle (h2o), recency only (streaming). The document slides the
+// local store many times, so what is restored is a store in mid-stream.
+TEST(SlidingWindow, RestoredPotAnswersAsTheRunThatSavedIt) {
+  test::TempDir dir;
+  for (const std::string policy : {"infinipot", "h2o", "streaming"}) {
+    SCOPED_TRACE(policy);
+    auto probe = make_gemma(kPotChunk);
+    const PromptParts parts = probe->prompt_parts("", document(30), kQuestion);
+    const Catalyst cat = catalyst_for(*probe, parts, pot_options(96, 0, policy));
+    const Saved saved = save_gemma_pot(policy, dir.file(policy + ".pot"), parts, cat);
+    EXPECT_GT(saved.snap.cycles, 1) << "the document must overflow the pot";
+    EXPECT_EQ(saved.snap.layer_kinds, "LLG");
+    EXPECT_EQ(saved.snap.window_capacity, kWindow + kPotChunk);
+    EXPECT_EQ(saved.snap.window_size, saved.window_size_at_save);
+    EXPECT_GT(saved.snap.window_size, kWindow) << "the local store must hold at least a window";
+    EXPECT_LT(saved.snap.window_size, saved.snap.stream_pos) << "the local store must have slid";
+
+    auto e = make_gemma(kPotChunk);
+    e->prepare_pot(MemoryPot::options_from_settings(saved.snap.settings));
+    GenerateOptions g;
+    g.n_predict = kAnswer;
+    g.ignore_eos = true;
+    const GenerateResult loaded = e->generate_restored(parts, saved.snap, cat.tokens, g, cat.question_rows);
+    EXPECT_EQ(loaded.tokens, saved.result.tokens);
+    EXPECT_EQ(max_abs_diff(e->forward().last_logits(), saved.logits), 0.0);
+    EXPECT_EQ(e->pot()->digest(), saved.digest);
+    EXPECT_EQ(e->pot()->stats().cycles, saved.cycles);
   }
+}
+
+// The opposite check, so the one above can fail: a snapshot whose local store is emptied
+// (the global pot intact) answers differently. Without the local store the restored pot
+// would read on as if the document had no last window.
+TEST(SlidingWindow, RestoredPotWithoutItsLocalStoreAnswersDifferently) {
+  test::TempDir dir;
+  auto probe = make_gemma(kPotChunk);
+  const PromptParts parts = probe->prompt_parts("", document(30), kQuestion);
+  const Catalyst cat = catalyst_for(*probe, parts, pot_options(96, 0, "streaming"));
+  const Saved saved = save_gemma_pot("streaming", dir.file("s.pot"), parts, cat);
+  PotSnapshot emptied = saved.snap;
+  emptied.window_size = emptied.window_next_position = 0;
+  emptied.window_kv.clear();
+  auto e = make_gemma(kPotChunk);
+  e->prepare_pot(MemoryPot::options_from_settings(emptied.settings));
+  GenerateOptions g;
+  g.n_predict = kAnswer;
+  g.ignore_eos = true;
+  e->generate_restored(parts, emptied, cat.tokens, g, cat.question_rows);
+  EXPECT_GT(max_abs_diff(e->forward().last_logits(), saved.logits), 1e-3);
+}
+
+// --save-pot / --load-pot through answer() (what `run` calls); a damaged file, a snapshot
+// whose layers are not the model's, one whose local store does not fit this run's chunk and a
+// catalyst longer than this run's chunk are refused with a message naming the problem.
+TEST(SlidingWindow, SaveAndLoadThroughAnswerAndEveryRefusal) {
+  test::TempDir dir;
+  const std::string path = dir.file("g.pot");
+  AnswerOptions o;
+  o.pot = pot_options(96, 0, "streaming");  // no catalyst: only the local store limits the chunk below
+  o.n_predict = 6;
+  o.ignore_eos = true;
+  o.save_pot = path;
+  const Answer saved = answer(*make_gemma(kPotChunk), document(30), kQuestion, o);
+  AnswerOptions l;
+  l.load_pot = path;
+  l.n_predict = 6;
+  l.ignore_eos = true;
+  const Answer loaded = answer(*make_gemma(kPotChunk), "", kQuestion, l);
+  EXPECT_EQ(loaded.result.tokens, saved.result.tokens);
+  EXPECT_EQ(loaded.pot["cycles"], saved.pot["cycles"]);
+  EXPECT_EQ(loaded.pot["digest"], saved.pot["digest"]);
+
+  auto refusal = [&](Engine& e, const AnswerOptions& opts) -> std::string {
+    try {
+      answer(e, "", kQuestion, opts);
+    } catch (const std::invalid_argument& err) {
+      return err.what();
+    }
+    return "(accepted)";
+  };
+  auto expect_refused = [&](const std::string& file, const std::string& why) {
+    AnswerOptions bad = l;
+    bad.load_pot = file;
+    const std::string msg = refusal(*make_gemma(kPotChunk), bad);
+    EXPECT_NE(msg.find(why), std::string::npos) << msg;
+  };
+  const std::vector<uint8_t> bytes = test::read_file(path);
+  const PotSnapshot snap = read_pot_snapshot(path);
+  ASSERT_GT(snap.window_kv.size(), 0u);
+  test::write_file(dir.file("cut.pot"), std::vector<uint8_t>(bytes.begin(), bytes.end() - snap.window_kv.size() / 2));
+  expect_refused(dir.file("cut.pot"), "checksum");
+  std::vector<uint8_t> flipped = bytes;
+  flipped[bytes.size() - 8 - snap.window_kv.size() / 2] ^= 1;  // inside the local store's K/V
+  test::write_file(dir.file("flipped.pot"), flipped);
+  expect_refused(dir.file("flipped.pot"), "checksum");
+  PotSnapshot other = snap;
+  other.layer_kinds = "LGL";  // as many global layers, in another place
+  write_pot_snapshot(dir.file("kinds.pot"), other);
+  expect_refused(dir.file("kinds.pot"), "the snapshot's layers (LGL, G global, L sliding-window) are not this model's (LLG)");
+  // A local store saved with chunk 32 (up to 48 entries) does not fit a chunk of 1 (17).
+  ASSERT_GT(snap.window_size, kWindow + 1);
+  const std::string msg = refusal(*make_gemma(1), l);
+  EXPECT_NE(msg.find("sliding-window store holds " + std::to_string(snap.window_size)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--chunk 32"), std::string::npos) << msg;
 }
 
 }  // namespace
