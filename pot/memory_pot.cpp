@@ -175,6 +175,7 @@ void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<Toke
   pinned_ = policy_->pinned(static_cast<int>(prefix.size()));
   if (pinned_ + static_cast<int>(catalyst.size()) + 2 > opts_.capacity)
     throw std::invalid_argument("the pot cannot hold the pinned prefix plus the catalyst prompt");
+  // The engine checked this before any device work (Engine::check_pot_chunk); kept for other callers.
   check_catalyst_fits_chunk(cfg_, static_cast<int>(catalyst.size()), fwd_.max_chunk());
   if (!acc_.empty()) {
     std::fill(acc_.begin(), acc_.end(), 0.0f);

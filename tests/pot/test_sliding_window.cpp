@@ -5,7 +5,8 @@
 //  - the pot bounds the global layers only, whatever the input's length;
 //  - a pot that never fills answers as the full cache does;
 //  - the memory plan counts each kind exactly;
-//  - pot snapshots hold the local store: a restored pot answers as the run that saved it.
+//  - pot snapshots hold the local store: a restored pot answers as the run that saved it;
+//  - a catalyst longer than a prefill chunk is refused before any device work.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -367,6 +368,47 @@ TEST(SlidingWindow, SaveAndLoadThroughAnswerAndEveryRefusal) {
   const std::string msg = refusal(*make_gemma(1), l);
   EXPECT_NE(msg.find("sliding-window store holds " + std::to_string(snap.window_size)), std::string::npos) << msg;
   EXPECT_NE(msg.find("--chunk 32"), std::string::npos) << msg;
+}
+
+// A catalyst prompt longer than one prefill chunk cannot run on a model with sliding-window
+// layers: refused from its token count before any device work, naming --chunk. With the
+// chunk given, not even the device context is opened (memory_report is empty) and no pot is
+// made. The same for a saved pot loaded with a smaller chunk.
+TEST(SlidingWindow, CatalystLongerThanAChunkIsRefusedBeforeAnyDeviceWork) {
+  auto e = make_gemma(8);
+  const PromptParts parts = e->prompt_parts("", document(20), kQuestion);
+  const int catalyst = static_cast<int>(e->catalyst_prompt(parts, kQuestion).size());
+  ASSERT_GT(catalyst, 8);
+  AnswerOptions o;
+  o.pot = pot_options(96, 0, "infinipot");
+  o.n_predict = 4;
+  const std::string want = "the catalyst prompt (" + std::to_string(catalyst) + " tokens) is longer than the prefill "
+                           "chunk (8), which a model with sliding-window layers needs; use --chunk " +
+                           std::to_string(catalyst) + " or more";
+  try {
+    answer(*e, document(20), kQuestion, o);
+    ADD_FAILURE() << "a catalyst longer than the chunk was accepted";
+  } catch (const std::invalid_argument& err) {
+    EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(e->pot(), nullptr);
+  EXPECT_EQ(e->memory_report(), nlohmann::json::object()) << "the device context was opened";
+
+  test::TempDir dir;
+  AnswerOptions s = o;
+  s.save_pot = dir.file("c.pot");
+  answer(*make_gemma(kPotChunk), document(20), kQuestion, s);
+  AnswerOptions l;
+  l.load_pot = s.save_pot;
+  l.n_predict = 4;
+  auto loader = make_gemma(8);
+  try {
+    answer(*loader, "", kQuestion, l);
+    ADD_FAILURE() << "a catalyst longer than the chunk was accepted";
+  } catch (const std::invalid_argument& err) {
+    EXPECT_NE(std::string(err.what()).find(want), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(loader->memory_report(), nlohmann::json::object()) << "the device context was opened";
 }
 
 }  // namespace
