@@ -105,6 +105,7 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
   int question_rows = 0;
   const std::vector<TokenId> catalyst =
       MemoryPot::needs_of(po).catalyst ? engine.catalyst_prompt(parts, cap_text, &question_rows) : std::vector<TokenId>{};
+  engine.check_pot_chunk(static_cast<int>(catalyst.size()), po.capacity);
   engine.prepare_pot(po);
   Answer a;
   a.result = engine.generate_restored(parts, snap, catalyst, go, question_rows);
@@ -118,9 +119,6 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
 }  // namespace
 
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& o) {
-  if ((!o.load_pot.empty() || !o.save_pot.empty()) && engine.config().has_local_layers())
-    throw std::invalid_argument("--save-pot / --load-pot: pot snapshots do not hold the sliding-window layers' store "
-                                "yet, so " + engine.config().architecture + " models cannot save or load a pot");
   if (!o.load_pot.empty()) {
     GenerateOptions go;
     go.n_predict = o.n_predict;
@@ -163,6 +161,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
     po.keep = std::min(n, po.capacity - layout.catalyst - 1);
   }
   po = MemoryPot::resolve(po, layout);
+  engine.check_pot_chunk(layout.catalyst, po.capacity);
   engine.prepare_pot(po);
   if (!o.save_pot.empty())
     go.after_read = [&](const std::vector<TokenId>& stream) {

@@ -91,8 +91,23 @@ void Engine::open_context() {
   else throw std::invalid_argument("--kv-type must be auto, f16 or f32, got '" + opts_.kv_type + "'");
 }
 
+int Engine::chunk_of(int kv_capacity) const {
+  const int chunk = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
+  return std::max(1, std::min(chunk, kv_capacity));
+}
+
+int Engine::planned_chunk(int kv_capacity) {
+  if (opts_.chunk <= 0 && !ctx_) open_context();  // the default chunk is the device's tuning
+  return chunk_of(kv_capacity);
+}
+
+void Engine::check_pot_chunk(int catalyst_tokens, int kv_capacity) {
+  if (!cfg_.has_local_layers()) return;  // only the local store limits the catalyst to a chunk
+  MemoryPot::check_catalyst_fits_chunk(cfg_, catalyst_tokens, planned_chunk(kv_capacity));
+}
+
 cl::MemoryPlan Engine::plan_for(int kv_capacity, const PotOptions* pot) const {
-  const int chunk = std::max(1, std::min(opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk, kv_capacity));
+  const int chunk = chunk_of(kv_capacity);
   // kv_cache: the global layers' store (full cache or pot: kv_capacity entries each) plus,
   // from Forward::plan, the sliding-window layers' fixed store (window + chunk entries each).
   cl::MemoryPlan plan = Forward::plan(cfg_, chunk, ctx_->tuning().gemm_backend, kv_half_);
@@ -177,8 +192,7 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   trace::Span span("load", "prepare device (context, weights, KV store)", {{"kv_capacity", kv_capacity}});
   const bool with_pot = pot != nullptr;
   open_context();
-  chunk_ = opts_.chunk > 0 ? opts_.chunk : ctx_->tuning().prefill_chunk;
-  chunk_ = std::max(1, std::min(chunk_, kv_capacity));
+  chunk_ = chunk_of(kv_capacity);
   const cl::MemoryPlan plan = plan_for(kv_capacity, pot);
   const uint64_t per_entry = KvStore::bytes_needed(cfg_, 1, kv_half_);
   std::string entries = std::to_string(kv_capacity) + " entries take " +

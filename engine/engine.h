@@ -124,6 +124,13 @@ class Engine {
   // The largest full KV cache (entries = prompt + answer tokens) that fits the budget, up
   // to `most`; 0 if none does.
   int largest_full_cache(int most);
+  // The prefill chunk prepare(kv_capacity) / prepare_pot will use (opens the device context
+  // when the chunk comes from its tuning; allocates nothing).
+  int planned_chunk(int kv_capacity);
+  // Before any device work: throws std::invalid_argument naming --chunk when a model with
+  // sliding-window layers could not run a catalyst prompt of this length in one chunk
+  // (MemoryPot::check_catalyst_fits_chunk). No-op for other models.
+  void check_pot_chunk(int catalyst_tokens, int kv_capacity);
   MemoryPot* pot() { return pot_.get(); }
   cl::Context& context() { return *ctx_; }
   KvStore& kv() { return *kv_; }
@@ -167,6 +174,7 @@ class Engine {
   void prepare_device(int kv_capacity, const PotOptions* pot);
   void open_context();
   cl::MemoryPlan plan_for(int kv_capacity, const PotOptions* pot) const;
+  int chunk_of(int kv_capacity) const;  // planned_chunk once the context is open
   // Samples from logits until EOS or n_predict, evaluating each token (the prompt is in).
   void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
               GenerateResult& r);

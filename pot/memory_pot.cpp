@@ -56,6 +56,14 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   return o;
 }
 
+void MemoryPot::check_catalyst_fits_chunk(const LlamaConfig& cfg, int catalyst_tokens, int chunk) {
+  // The sliding-window store takes the catalyst back too; it has room for one chunk past the window.
+  if (cfg.has_local_layers() && catalyst_tokens > chunk)
+    throw std::invalid_argument("the catalyst prompt (" + str(catalyst_tokens) + " tokens) is longer than the prefill "
+                                "chunk (" + str(chunk) + "), which a model with sliding-window layers "
+                                "needs; use --chunk " + str(catalyst_tokens) + " or more, or a shorter --catalyst");
+}
+
 PolicyNeeds MemoryPot::needs_of(const PotOptions& opts) {
   const PolicyInfo& info = find_policy(opts.policy);
   if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
@@ -167,11 +175,8 @@ void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<Toke
   pinned_ = policy_->pinned(static_cast<int>(prefix.size()));
   if (pinned_ + static_cast<int>(catalyst.size()) + 2 > opts_.capacity)
     throw std::invalid_argument("the pot cannot hold the pinned prefix plus the catalyst prompt");
-  // The sliding-window store takes the catalyst back too; it has room for one chunk past the window.
-  if (fwd_.window_store() && static_cast<int>(catalyst.size()) > fwd_.max_chunk())
-    throw std::invalid_argument("the catalyst prompt (" + str(catalyst.size()) + " tokens) is longer than the prefill "
-                                "chunk (" + str(fwd_.max_chunk()) + "), which a model with sliding-window layers "
-                                "needs; use --chunk " + str(catalyst.size()) + " or more, or a shorter --catalyst");
+  // The engine checked this before any device work (Engine::check_pot_chunk); kept for other callers.
+  check_catalyst_fits_chunk(cfg_, static_cast<int>(catalyst.size()), fwd_.max_chunk());
   if (!acc_.empty()) {
     std::fill(acc_.begin(), acc_.end(), 0.0f);
     ctx_.fill_zero(mass_, mass_.bytes());

@@ -73,6 +73,10 @@ class MemoryPot {
   // The policy's needs and pinned prefix, for a layout check before any device work.
   static PolicyNeeds needs_of(const PotOptions& opts);
   static int pinned_of(const PotOptions& opts, int prefix);
+  // A model with sliding-window layers runs the catalyst prompt as one chunk (the local store
+  // has room for one chunk past its window, and takes the catalyst back after): throws
+  // std::invalid_argument naming --chunk when it is longer. No-op for other models.
+  static void check_catalyst_fits_chunk(const LlamaConfig& cfg, int catalyst_tokens, int chunk);
 
   MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const LlamaConfig& cfg, const Tokenizer& tokenizer,
             const PotOptions& opts);

@@ -1,11 +1,55 @@
-// MemoryPot's snapshots: its host records and the K/V of its filled slots out to a
-// PotSnapshot, and back into a freshly prepared pot of the same model and options.
+// MemoryPot's snapshots: its host records and the K/V of its filled slots (and, for a model
+// with sliding-window layers, the forward pass's local store) out to a PotSnapshot, and back
+// into a freshly prepared pot of the same model and options.
+#include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "pot/memory_pot.h"
 #include "pot/policy_registry.h"
 
 namespace infinipot {
+namespace {
+
+// 'G' (global) or 'L' (sliding-window) per model layer, as PotSnapshot::layer_kinds spells it.
+std::string layer_kinds_of(const LlamaConfig& cfg) {
+  std::string kinds;
+  for (int l = 0; l < cfg.n_layer; ++l) kinds += cfg.is_local(l) ? 'L' : 'G';
+  return kinds;
+}
+
+// The K/V of slots [0, used) of every layer of a store, appended to out: per layer, keys then
+// values, each [n_head_kv][used][head_dim] (the store's buffers are [n_head_kv][capacity][head_dim]).
+void read_filled(cl::Context& ctx, KvStore& store, const LlamaConfig& cfg, int used, std::vector<uint8_t>& out) {
+  const size_t row = size_t(cfg.head_dim) * (store.half() ? 2 : 4);
+  const size_t head_bytes = size_t(store.capacity()) * row, used_bytes = size_t(used) * row;
+  std::vector<uint8_t> layer(size_t(cfg.n_head_kv) * head_bytes);
+  for (int l = 0; l < store.n_layers(); ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      ctx.read(kv == 0 ? store.keys(l) : store.values(l), layer.data(), layer.size());
+      for (int h = 0; h < cfg.n_head_kv; ++h)
+        out.insert(out.end(), layer.begin() + h * head_bytes, layer.begin() + h * head_bytes + used_bytes);
+    }
+}
+
+// The inverse: bytes as read_filled wrote them into slots [0, used); the other slots are zeroed.
+void write_filled(cl::Context& ctx, KvStore& store, const LlamaConfig& cfg, int used, const std::vector<uint8_t>& in) {
+  const size_t row = size_t(cfg.head_dim) * (store.half() ? 2 : 4);
+  const size_t head_bytes = size_t(store.capacity()) * row, used_bytes = size_t(used) * row;
+  if (in.size() != size_t(store.n_layers()) * 2 * cfg.n_head_kv * used_bytes)
+    throw std::logic_error("MemoryPot::restore: K/V bytes do not match the store");  // the caller checked the shape
+  std::vector<uint8_t> layer(size_t(cfg.n_head_kv) * head_bytes, 0);
+  size_t at = 0;
+  for (int l = 0; l < store.n_layers(); ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int h = 0; h < cfg.n_head_kv && used_bytes > 0; ++h, at += used_bytes)
+        std::memcpy(layer.data() + h * head_bytes, in.data() + at, used_bytes);
+      ctx.write(kv == 0 ? store.keys(l) : store.values(l), layer.data(), layer.size());
+    }
+}
+
+}  // namespace
 
 nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
   return {{"policy", o.policy},
@@ -49,16 +93,14 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
 
 PotSnapshot MemoryPot::capture(const std::vector<int>& tokens, const std::string& model_id) const {
   if (decoding_) throw std::logic_error("MemoryPot::capture while decoding");
-  if (fwd_.window_store())
-    throw std::invalid_argument("pot snapshots (--save-pot, --load-pot) do not hold the sliding-window layers' store "
-                                "yet, so they cannot be taken for " + cfg_.architecture + "; read the document again instead");
   if (static_cast<int>(tokens.size()) != stream_pos_)
     throw std::logic_error("MemoryPot::capture: " + std::to_string(tokens.size()) + " tokens for a pot that read " +
                            std::to_string(stream_pos_));
   PotSnapshot s;
   s.model_id = model_id;
   s.settings = settings_json(opts_);
-  s.n_layer = cfg_.n_layer;
+  s.n_layer = kv_.n_layers();  // the global layers: the pot's
+  s.layer_kinds = layer_kinds_of(cfg_);
   s.n_head_kv = cfg_.n_head_kv;
   s.head_dim = cfg_.head_dim;
   s.capacity = opts_.capacity;
@@ -83,40 +125,53 @@ PotSnapshot MemoryPot::capture(const std::vector<int>& tokens, const std::string
     ctx_.read(mass_, s.mass.data(), mass_.bytes());
   }
   s.tokens = tokens;
-  // K/V of the filled slots: [n_head_kv][size][head_dim] per layer, keys then values.
-  const size_t elem = s.half ? 2 : 4, row = size_t(cfg_.head_dim) * elem;
-  const size_t head_bytes = size_t(s.capacity) * row, used = size_t(s.size) * row;
-  std::vector<uint8_t> layer(size_t(cfg_.n_head_kv) * head_bytes);
   s.kv.reserve(s.kv_bytes());
-  for (int l = 0; l < cfg_.n_layer; ++l)
-    for (int kv = 0; kv < 2; ++kv) {
-      const cl::Buffer& b = kv == 0 ? kv_.keys(l) : kv_.values(l);
-      ctx_.read(b, layer.data(), layer.size());
-      for (int h = 0; h < cfg_.n_head_kv; ++h)
-        s.kv.insert(s.kv.end(), layer.begin() + h * head_bytes, layer.begin() + h * head_bytes + used);
-    }
+  read_filled(ctx_, kv_, cfg_, s.size, s.kv);
+  // The sliding-window layers' store: the last window of what was read, which the next
+  // tokens attend to in those layers (and through them, in every later layer).
+  if (KvStore* w = fwd_.window_store()) {
+    if (w->next_position() != w->size())
+      throw std::logic_error("MemoryPot::capture: the local store's slots are not its positions");
+    s.window_capacity = w->capacity();
+    s.window_size = w->size();
+    s.window_next_position = w->next_position();
+    s.window_kv.reserve(s.window_kv_bytes());
+    read_filled(ctx_, *w, cfg_, s.window_size, s.window_kv);
+  }
   return s;
 }
 
 void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& catalyst, int question_rows) {
-  if (fwd_.window_store())
-    throw std::invalid_argument("pot snapshots (--save-pot, --load-pot) do not hold the sliding-window layers' store "
-                                "yet, so they cannot be taken for " + cfg_.architecture + "; read the document again instead");
-  if (s.n_layer != cfg_.n_layer || s.n_head_kv != cfg_.n_head_kv || s.head_dim != cfg_.head_dim ||
+  const std::string kinds = layer_kinds_of(cfg_);
+  if (s.layer_kinds != kinds)
+    throw std::invalid_argument("the snapshot's layers (" + s.layer_kinds + ", G global, L sliding-window) are not " +
+                                "this model's (" + kinds + "): load it with the model it was saved with");
+  if (s.n_layer != kv_.n_layers() || s.n_head_kv != cfg_.n_head_kv || s.head_dim != cfg_.head_dim ||
       s.capacity != opts_.capacity || s.half != kv_.half())
     throw std::invalid_argument("the snapshot's shape (" + std::to_string(s.n_layer) + " layers, " +
                                 std::to_string(s.n_head_kv) + " KV heads, pot " + std::to_string(s.capacity) + ", " +
                                 (s.half ? "f16" : "f32") + ") does not match this pot (" +
-                                std::to_string(cfg_.n_layer) + " layers, " + std::to_string(cfg_.n_head_kv) +
+                                std::to_string(kv_.n_layers()) + " layers, " + std::to_string(cfg_.n_head_kv) +
                                 " KV heads, pot " + std::to_string(opts_.capacity) + ", " +
                                 (kv_.half() ? "f16" : "f32") + "): load it with the model and --kv-type it was saved with");
+  KvStore* window = fwd_.window_store();
+  // Layer kinds match, so the snapshot has a local store exactly when this model has one.
+  if (window && s.window_size > window->capacity())
+    throw std::invalid_argument(
+        "the snapshot's sliding-window store holds " + std::to_string(s.window_size) + " entries, more than this run's " +
+        "holds (window " + std::to_string(cfg_.sliding_window) + " + chunk " + std::to_string(fwd_.max_chunk()) +
+        "): load it with --chunk " + std::to_string(s.window_capacity - cfg_.sliding_window) + " as it was saved with");
   if (needs_.catalyst && catalyst.empty()) throw std::invalid_argument("the " + opts_.policy + " policy needs a catalyst prompt");
+  check_catalyst_fits_chunk(cfg_, static_cast<int>(catalyst.size()), fwd_.max_chunk());
   if ((needs_.accumulated && (s.acc.size() != acc_.size() || s.mass.size() * sizeof(float) != mass_.bytes())) ||
       (!needs_.accumulated && (!s.acc.empty() || !s.mass.empty())))
     throw std::invalid_argument("the snapshot's accumulated attention does not fit the " + opts_.policy + " policy");
   if (s.pinned + static_cast<int>(catalyst.size()) + 2 > opts_.capacity)
     throw std::invalid_argument("the pot cannot hold the pinned prefix plus the catalyst prompt");
   kv_.reset();
+  // The forward pass restarts its local store when it sees the global store was reset; have
+  // it do so now (reserving no room), so the store written below is not wiped by the next eval.
+  fwd_.reserve_window(0);
   decoding_ = false;
   catalyst_ = catalyst;
   question_rows_ = question_rows > 0 && opts_.cap_question_rows ? std::min<int>(question_rows, catalyst.size()) : 0;
@@ -137,17 +192,12 @@ void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& cataly
     acc_ = s.acc;
     ctx_.write(mass_, s.mass.data(), mass_.bytes());
   }
-  const size_t elem = s.half ? 2 : 4, row = size_t(cfg_.head_dim) * elem;
-  const size_t head_bytes = size_t(s.capacity) * row, used = size_t(s.size) * row;
-  std::vector<uint8_t> layer(size_t(cfg_.n_head_kv) * head_bytes, 0);
-  size_t at = 0;
-  for (int l = 0; l < cfg_.n_layer; ++l)
-    for (int kv = 0; kv < 2; ++kv) {
-      for (int h = 0; h < cfg_.n_head_kv && used > 0; ++h, at += used)
-        std::memcpy(layer.data() + h * head_bytes, s.kv.data() + at, used);
-      ctx_.write(kv == 0 ? kv_.keys(l) : kv_.values(l), layer.data(), layer.size());
-    }
+  write_filled(ctx_, kv_, cfg_, s.size, s.kv);
   kv_.set_size(s.size, s.next_position);
+  if (window) {
+    write_filled(ctx_, *window, cfg_, s.window_size, s.window_kv);
+    window->set_size(s.window_size, s.window_next_position);
+  }
 }
 
 }  // namespace infinipot

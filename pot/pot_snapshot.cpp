@@ -1,5 +1,6 @@
 #include "pot/pot_snapshot.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -10,7 +11,9 @@ namespace infinipot {
 namespace {
 
 constexpr char kMagic[8] = {'I', 'P', 'O', 'T', 'S', 'N', 'A', 'P'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;      // what serialize writes
+constexpr uint32_t kOldestVersion = 1;  // version 1: no layer kinds, no local store (llama only)
+constexpr int kMaxLayers = 4096;
 constexpr size_t kMaxHeader = 1 << 20;
 constexpr int kMaxDim = 1 << 20;
 
@@ -36,7 +39,7 @@ struct Section {
 std::vector<Section> sections_of(const PotSnapshot& s) {
   return {{"nuc", 4, s.nuc.size()},     {"acc", 4, s.acc.size()},       {"source", 4, s.source.size()},
           {"unit", 4, s.unit.size()},   {"position", 4, s.position.size()}, {"mass", 4, s.mass.size()},
-          {"tokens", 4, s.tokens.size()}, {"kv", 1, s.kv.size()}};
+          {"tokens", 4, s.tokens.size()}, {"kv", 1, s.kv.size()}, {"window_kv", 1, s.window_kv.size()}};
 }
 
 // Floats whose value may be a sentinel (infinity, NaN) travel as their bits: JSON has no such numbers.
@@ -73,7 +76,10 @@ std::vector<uint8_t> serialize_pot_snapshot(const PotSnapshot& s) {
                       {"half", s.half},             {"size", s.size},             {"next_position", s.next_position},
                       {"pinned", s.pinned},         {"stream_pos", s.stream_pos}, {"last_token", s.last_token},
                       {"last_unit", s.last_unit},   {"pending_nuc_bits", float_bits(s.pending_nuc)}, {"cycles", s.cycles},
-                      {"max_position", s.max_position}, {"tokens_read", s.tokens_read}};
+                      {"max_position", s.max_position}, {"tokens_read", s.tokens_read},
+                      {"layer_kinds", s.layer_kinds},
+                      {"window", {{"capacity", s.window_capacity}, {"size", s.window_size},
+                                  {"next_position", s.window_next_position}}}};
   nlohmann::json secs = nlohmann::json::array();
   for (const auto& sec : sections_of(s)) secs.push_back({{"name", sec.name}, {"count", sec.count}});
   h["sections"] = secs;
@@ -91,6 +97,7 @@ std::vector<uint8_t> serialize_pot_snapshot(const PotSnapshot& s) {
   put_array(out, s.mass);
   put_array(out, s.tokens);
   put_array(out, s.kv);
+  put_array(out, s.window_kv);
   put(out, fnv1a64(out.data(), out.size()));
   return out;
 }
@@ -102,9 +109,10 @@ PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string&
   uint64_t header_len = 0;
   std::memcpy(&version, data + 8, 4);
   std::memcpy(&header_len, data + 16, 8);
-  if (version != kVersion)
+  if (version < kOldestVersion || version > kVersion)
     throw std::invalid_argument("pot snapshot '" + what + "' has format version " + std::to_string(version) +
-                                "; this program reads version " + std::to_string(kVersion) + ": save it again");
+                                "; this program reads versions " + std::to_string(kOldestVersion) + " to " +
+                                std::to_string(kVersion) + ": save it again");
   uint64_t stored = 0;
   std::memcpy(&stored, data + n - 8, 8);
   if (fnv1a64(data, n - 8) != stored) bad(what, "fails its checksum (truncated or modified)");
@@ -132,7 +140,7 @@ PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string&
   s.settings = h["settings"];
   s.half = h["half"];
   s.pending_nuc = bits_float(static_cast<uint32_t>(h["pending_nuc_bits"].get<uint64_t>()));
-  s.n_layer = static_cast<int>(get_int("n_layer", 1, 4096));
+  s.n_layer = static_cast<int>(get_int("n_layer", 1, kMaxLayers));
   s.n_head_kv = static_cast<int>(get_int("n_head_kv", 1, 4096));
   s.head_dim = static_cast<int>(get_int("head_dim", 1, 4096));
   s.capacity = static_cast<int>(get_int("capacity", 2, kMaxDim * 16));
@@ -145,17 +153,48 @@ PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string&
   s.cycles = static_cast<int>(get_int("cycles", 0, INT32_MAX));
   s.max_position = static_cast<int>(get_int("max_position", 0, INT32_MAX));
   s.tokens_read = get_int("tokens_read", 0, INT64_MAX);
+  if (version == 1) {
+    s.layer_kinds.assign(s.n_layer, 'G');  // version 1 was written for all-global (llama) models only
+  } else {
+    if (!h.contains("layer_kinds") || !h["layer_kinds"].is_string()) bad(what, "lacks 'layer_kinds'");
+    s.layer_kinds = h["layer_kinds"].get<std::string>();
+    if (s.layer_kinds.empty() || s.layer_kinds.size() > size_t(kMaxLayers) ||
+        s.layer_kinds.find_first_not_of("GL") != std::string::npos)
+      bad(what, "has 'layer_kinds' that is not a string of G (global) and L (sliding-window), one per layer");
+    const int globals = static_cast<int>(std::count(s.layer_kinds.begin(), s.layer_kinds.end(), 'G'));
+    if (globals != s.n_layer)
+      bad(what, "has " + std::to_string(globals) + " global layers in 'layer_kinds' but a pot of " +
+                    std::to_string(s.n_layer) + " layers");
+    if (!h.contains("window") || !h["window"].is_object()) bad(what, "lacks its sliding-window store ('window')");
+    const nlohmann::json& w = h["window"];
+    auto get_w = [&](const char* k, long long lo, long long hi) -> int {
+      if (!w.contains(k) || !w[k].is_number_integer()) bad(what, std::string("lacks the whole number 'window.") + k + "'");
+      const long long v = w[k].get<long long>();
+      if (v < lo || v > hi) bad(what, std::string("has 'window.") + k + "' = " + std::to_string(v) + " out of range");
+      return static_cast<int>(v);
+    };
+    // Without local layers the store is absent (all 0); with them, slot == position in it.
+    const bool local = s.window_layers() > 0;
+    s.window_capacity = get_w("capacity", local ? 1 : 0, local ? kMaxDim * 16 : 0);
+    s.window_size = get_w("size", 0, s.window_capacity);
+    s.window_next_position = get_w("next_position", s.window_size, s.window_size);
+  }
   const unsigned __int128 slots128 = (unsigned __int128)s.n_layer * s.n_head_kv * s.capacity;
   if (slots128 > (1ull << 34)) bad(what, "describes a pot too large to be real");
   const size_t slots = s.slots();
   const unsigned __int128 kv128 = (unsigned __int128)s.n_layer * 2 * s.n_head_kv * s.size * s.head_dim * (s.half ? 2 : 4);
   if (kv128 > n) bad(what, "is shorter than the K/V its header describes");
+  const unsigned __int128 window128 =
+      (unsigned __int128)s.window_layers() * 2 * s.n_head_kv * s.window_size * s.head_dim * (s.half ? 2 : 4);
+  if (window128 > n) bad(what, "is shorter than the sliding-window K/V its header describes");
 
-  // Section sizes: each must match the shape.
-  if (!h.contains("sections") || !h["sections"].is_array() || h["sections"].size() != 8) bad(what, "lacks its section list");
-  const char* names[8] = {"nuc", "acc", "source", "unit", "position", "mass", "tokens", "kv"};
-  size_t counts[8];
-  for (int i = 0; i < 8; ++i) {
+  // Section sizes: each must match the shape. Version 1 has no window_kv.
+  const size_t n_sections = version == 1 ? 8 : 9;
+  if (!h.contains("sections") || !h["sections"].is_array() || h["sections"].size() != n_sections)
+    bad(what, "lacks its section list");
+  const char* names[9] = {"nuc", "acc", "source", "unit", "position", "mass", "tokens", "kv", "window_kv"};
+  size_t counts[9] = {};
+  for (size_t i = 0; i < n_sections; ++i) {
     const auto& sec = h["sections"][i];
     if (!sec.is_object() || sec.value("name", "") != names[i] || !sec.contains("count") ||
         !sec["count"].is_number_unsigned())
@@ -175,9 +214,10 @@ PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string&
   need(5, slots, true);
   if (counts[6] != size_t(s.stream_pos)) bad(what, "holds a token list that does not match the tokens it read");
   need(7, size_t(kv128), false);
+  need(8, size_t(window128), false);
   size_t body = 0;
-  for (int i = 0; i < 8; ++i) {
-    const size_t elem = i == 7 ? 1 : 4;
+  for (int i = 0; i < 9; ++i) {
+    const size_t elem = i >= 7 ? 1 : 4;
     if (counts[i] > n / elem) bad(what, "is shorter than its sections");
     body += counts[i] * elem;
     if (body > n) bad(what, "is shorter than its sections");
@@ -205,6 +245,8 @@ PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string&
   take_f(s.mass, counts[5]);
   take_i(s.tokens, counts[6]);
   s.kv.assign(p, p + counts[7]);
+  p += counts[7];
+  s.window_kv.assign(p, p + counts[8]);
   // Slots in use must point into the stream and positions before next_position.
   for (int l = 0; l < s.n_layer; ++l)
     for (int hh = 0; hh < s.n_head_kv; ++hh)

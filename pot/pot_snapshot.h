@@ -4,12 +4,17 @@
 // the state to and from the device.
 //
 // File layout (little-endian):
-//   "IPOTSNAP" | u32 version (1) | u32 0 | u64 header bytes | header (JSON text)
+//   "IPOTSNAP" | u32 version (2) | u32 0 | u64 header bytes | header (JSON text)
 //   | sections, in the order and sizes the header's "sections" lists
 //   | u64 checksum (64-bit FNV-1a over every byte before it)
 // The header holds the model's identity, the pot's settings and shape, and the scalars of its
 // state; the sections hold the per-slot arrays, the tokens read and the K/V of the filled slots.
+// Version 2 adds what a model with sliding-window layers (gemma3) needs to read on exactly:
+// the kind of every model layer ("layer_kinds"), the local store's scalars ("window") and the
+// K/V of its filled slots (section "window_kv", empty without local layers). Version 1 files
+// (llama: every layer global, no local store) are still read.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,8 +26,10 @@ struct PotSnapshot {
   // What it belongs to: a snapshot is refused for another model or other pot settings.
   std::string model_id;       // the model's identity (Engine::model_id: size + hash of its tensors)
   nlohmann::json settings;    // policy, capacity, keep, params, cr_rope, cap_question_rows
-  // Shape.
+  // Shape. n_layer: the pot's layers, i.e. the model's global-attention layers (all of llama's).
   int n_layer = 0, n_head_kv = 0, head_dim = 0, capacity = 0;
+  // Every model layer's attention kind, 'G' global or 'L' sliding-window (version 1: all 'G').
+  std::string layer_kinds;
   bool half = false;          // K/V stored as fp16
   // State scalars.
   int size = 0;               // filled slots (every layer and head)
@@ -39,14 +46,26 @@ struct PotSnapshot {
   // K/V of slots [0, size): per layer, keys then values, each [n_head_kv][size][head_dim] of
   // 2 (half) or 4 bytes.
   std::vector<uint8_t> kv;
+  // The sliding-window layers' store (Forward::window_store; all 0 and empty without one):
+  // one layer per 'L' of layer_kinds, window_capacity slots each (sliding_window + the chunk
+  // of the run that saved it), slots [0, window_size) filled; slot == position there, so
+  // window_next_position == window_size.
+  int window_capacity = 0, window_size = 0, window_next_position = 0;
+  // K/V of its slots [0, window_size): per local layer, keys then values, each
+  // [n_head_kv][window_size][head_dim], element size as kv's.
+  std::vector<uint8_t> window_kv;
 
   size_t slots() const { return size_t(n_layer) * n_head_kv * capacity; }
   size_t kv_bytes() const { return size_t(n_layer) * 2 * n_head_kv * size * head_dim * (half ? 2 : 4); }
+  int window_layers() const { return static_cast<int>(std::count(layer_kinds.begin(), layer_kinds.end(), 'L')); }
+  size_t window_kv_bytes() const {
+    return size_t(window_layers()) * 2 * n_head_kv * window_size * head_dim * (half ? 2 : 4);
+  }
 };
 
 std::vector<uint8_t> serialize_pot_snapshot(const PotSnapshot& s);
-// Checks everything (magic, version, header fields and ranges, section sizes against the
-// shape, checksum, no trailing bytes); throws std::invalid_argument naming `what` and the
+// Checks everything (magic, version, header fields and ranges, layer kinds against the
+// shape, section sizes against the shape, checksum, no trailing bytes); throws std::invalid_argument naming `what` and the
 // problem. Never reads out of bounds.
 PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string& what);
 

@@ -50,8 +50,10 @@ class Forward {
   // multiplies (act_round.cl), to compare perplexity and greedy output under its numerics.
   void set_round_activations(bool on) { round_activations_ = on; }
 
-  // The local store (sliding-window layers), null for a model without them.
+  // The local store (sliding-window layers), null for a model without them. Mutable for pot
+  // snapshots (MemoryPot::restore writes a saved local store back).
   const KvStore* window_store() const { return window_.get(); }
+  KvStore* window_store() { return window_.get(); }
   // Evaluations the caller will take back (the catalyst prompt, TOVA's re-run): reserve_window
   // slides now if n more would not fit, so they do not slide the local store and
   // rewind_window(n) can drop them again, as KvStore::set_size does in the global store.

@@ -2,7 +2,8 @@
 // std::invalid_argument is the expected outcome for bad input; crashes, sanitizer reports,
 // leaks and timeouts are bugs. What parses must serialize to bytes that parse to the same
 // serialization (the header's JSON text may be spelled differently from the input's).
-// Seeds: tests/fuzz/corpus/pot_snapshot/ (written by test_pot_snapshot).
+// Seeds: tests/fuzz/corpus/pot_snapshot/ (seed*: written by test_pot_snapshot, with and
+// without a sliding-window store; v1_seed*: format version 1 files, kept as written).
 #include <cstdint>
 #include <cstdlib>
 #include <algorithm>

@@ -1,6 +1,7 @@
-// Shared by the pot's device tests (test_memory_pot.cpp, test_pot_measures.cpp): a tiny
-// generated llama, engines over it, documents, the pot options and catalyst a policy gets,
-// and one whole run through a pot.
+// Shared by the pot's device tests (test_memory_pot.cpp, test_pot_measures.cpp,
+// test_sliding_window.cpp): a tiny generated llama, engines over it, documents, the pot
+// options and catalyst a policy gets, and one whole run through a pot (of any model: the pot
+// holds the global layers; a gemma3's sliding-window store is reported beside it).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -93,28 +94,35 @@ Catalyst catalyst_for(const Engine& e, const PromptParts& parts, const PotOption
 
 struct PotRun {
   GenerateResult result;
-  PotStats stats;
-  int kv_size = 0;
-  std::vector<std::vector<int>> sources;  // [layer * n_kv_heads + head]
+  PotStats stats;                         // stats.cycles: distillations
+  int kv_size = 0;                        // entries in the pot (the global layers' store)
+  std::vector<std::vector<int>> sources;  // [pot layer * n_kv_heads + head]
+  uint64_t peak = 0;                      // peak device bytes of the run
+  int window_size = 0, window_capacity = 0;  // the sliding-window store (0 without one)
 };
 
 // resolve + prepare_pot + generate (greedy), then what the pot holds.
-// prepare = false: generate again on the pot already prepared.
+// prepare = false: generate again on the pot already prepared. ignore_eos: answer n_predict
+// tokens whatever they are.
 PotRun run_pot(Engine& e, const PromptParts& parts, const Catalyst& catalyst, PotOptions po, int n_predict,
-               bool prepare = true, bool whole_input = false) {
+               bool prepare = true, bool whole_input = false, bool ignore_eos = false) {
   po = MemoryPot::resolve(po, Engine::pot_layout(parts, catalyst.tokens, n_predict));
   if (prepare) e.prepare_pot(po);
   GenerateOptions g;
   g.n_predict = n_predict;
+  g.ignore_eos = ignore_eos;
   PotRun run;
   run.result = e.generate(parts, catalyst.tokens, g, catalyst.question_rows, whole_input);
   run.stats = e.pot()->stats();
   run.kv_size = e.kv().size();
-  for (int l = 0; l < e.config().n_layer; ++l)
+  for (int l = 0; l < e.kv().n_layers(); ++l)
     for (int h = 0; h < e.config().n_head_kv; ++h) run.sources.push_back(e.pot()->sources(l, h));
+  run.peak = e.context().memory().peak_total();
+  if (const KvStore* w = e.forward().window_store()) run.window_size = w->size(), run.window_capacity = w->capacity();
   return run;
 }
 
+// Infinity when the sizes differ.
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = a.size() == b.size() ? 0 : INFINITY;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));

@@ -1,6 +1,7 @@
 // Pot snapshots: the format round-trips, every damaged or foreign file is refused with a
-// message (never a crash), and the committed fuzz seeds (tests/fuzz/corpus/pot_snapshot/) parse
-// (INFINIPOT_REGEN_FUZZ_CORPUS=1 rewrites them). Then through the real binary on a tiny model:
+// message (never a crash), the committed fuzz seeds (tests/fuzz/corpus/pot_snapshot/) parse
+// (INFINIPOT_REGEN_FUZZ_CORPUS=1 rewrites them) and the committed version 1 files (v1_seed*,
+// written before the sliding-window store) are still read. Then through the real binary on a tiny model:
 // the answer after --load-pot equals the answer of the run that saved it, for several
 // policies; another model, another --kv-type, a truncated or modified file and bad flag
 // combinations are clear errors.
@@ -23,11 +24,19 @@ namespace {
 using nlohmann::json;
 
 // A small, consistent snapshot: 2 layers, 2 KV heads, head_dim 4, pot 8 holding 5 entries.
-PotSnapshot synthetic(bool half, bool h2o) {
+// window: the model has 3 sliding-window layers too (gemma3's layout: "LGLLG"), whose local
+// store of 12 slots holds 7 entries.
+PotSnapshot synthetic(bool half, bool h2o, bool window = false) {
   PotSnapshot s;
   s.model_id = "1234:00000000deadbeef";
   s.settings = {{"policy", h2o ? "h2o" : "infinipot"}, {"capacity", 8}, {"keep", 4}};
   s.n_layer = 2, s.n_head_kv = 2, s.head_dim = 4, s.capacity = 8, s.half = half;
+  s.layer_kinds = window ? "LGLLG" : "GG";
+  if (window) {
+    s.window_capacity = 12, s.window_size = 7, s.window_next_position = 7;
+    s.window_kv.resize(s.window_kv_bytes());
+    for (size_t i = 0; i < s.window_kv.size(); ++i) s.window_kv[i] = uint8_t(i * 5 + 1);
+  }
   s.size = 5, s.next_position = 5, s.pinned = 2, s.stream_pos = 12, s.last_token = 77, s.last_unit = 10;
   s.pending_nuc = 1.5f, s.cycles = 3, s.max_position = 9, s.tokens_read = 10;
   const size_t slots = s.slots();
@@ -49,43 +58,65 @@ std::string corpus_dir() {
 }
 
 TEST(PotSnapshotFormat, RoundTripsExactly) {
-  for (bool half : {false, true})
-    for (bool h2o : {false, true}) {
-      const PotSnapshot s = synthetic(half, h2o);
-      const std::vector<uint8_t> bytes = serialize_pot_snapshot(s);
-      const PotSnapshot p = parse_pot_snapshot(bytes.data(), bytes.size(), "mem");
-      EXPECT_EQ(p.model_id, s.model_id);
-      EXPECT_EQ(p.settings, s.settings);
-      EXPECT_EQ(p.size, 5);
-      EXPECT_EQ(p.half, half);
-      EXPECT_EQ(p.nuc, s.nuc);
-      EXPECT_EQ(p.acc, s.acc);
-      EXPECT_EQ(p.mass, s.mass);
-      EXPECT_EQ(p.source, s.source);
-      EXPECT_EQ(p.tokens, s.tokens);
-      EXPECT_EQ(p.kv, s.kv);
-      EXPECT_EQ(serialize_pot_snapshot(p), bytes);
-    }
+  for (bool window : {false, true})
+    for (bool half : {false, true})
+      for (bool h2o : {false, true}) {
+        const PotSnapshot s = synthetic(half, h2o, window);
+        const std::vector<uint8_t> bytes = serialize_pot_snapshot(s);
+        const PotSnapshot p = parse_pot_snapshot(bytes.data(), bytes.size(), "mem");
+        EXPECT_EQ(p.model_id, s.model_id);
+        EXPECT_EQ(p.settings, s.settings);
+        EXPECT_EQ(p.size, 5);
+        EXPECT_EQ(p.half, half);
+        EXPECT_EQ(p.nuc, s.nuc);
+        EXPECT_EQ(p.acc, s.acc);
+        EXPECT_EQ(p.mass, s.mass);
+        EXPECT_EQ(p.source, s.source);
+        EXPECT_EQ(p.tokens, s.tokens);
+        EXPECT_EQ(p.kv, s.kv);
+        EXPECT_EQ(p.layer_kinds, s.layer_kinds);
+        EXPECT_EQ(p.window_layers(), window ? 3 : 0);
+        EXPECT_EQ(p.window_capacity, s.window_capacity);
+        EXPECT_EQ(p.window_size, s.window_size);
+        EXPECT_EQ(p.window_next_position, s.window_next_position);
+        EXPECT_EQ(p.window_kv, s.window_kv);
+        EXPECT_EQ(serialize_pot_snapshot(p), bytes);
+      }
 }
 
 TEST(PotSnapshotFormat, EveryTruncationAndEveryFlippedByteIsRefused) {
-  const std::vector<uint8_t> bytes = serialize_pot_snapshot(synthetic(false, false));
-  for (size_t n = 0; n < bytes.size(); ++n)
-    EXPECT_THROW(parse_pot_snapshot(bytes.data(), n, "cut"), std::invalid_argument) << "cut at " << n;
-  std::vector<uint8_t> more = bytes;
-  more.push_back(0);
-  EXPECT_THROW(parse_pot_snapshot(more.data(), more.size(), "long"), std::invalid_argument);
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    std::vector<uint8_t> b = bytes;
-    b[i] ^= 0x40;
-    EXPECT_THROW(parse_pot_snapshot(b.data(), b.size(), "flip"), std::invalid_argument) << "byte " << i;
+  for (bool window : {false, true}) {
+    SCOPED_TRACE(window ? "with a sliding-window store" : "global layers only");
+    const std::vector<uint8_t> bytes = serialize_pot_snapshot(synthetic(false, false, window));
+    for (size_t n = 0; n < bytes.size(); ++n)
+      EXPECT_THROW(parse_pot_snapshot(bytes.data(), n, "cut"), std::invalid_argument) << "cut at " << n;
+    std::vector<uint8_t> more = bytes;
+    more.push_back(0);
+    EXPECT_THROW(parse_pot_snapshot(more.data(), more.size(), "long"), std::invalid_argument);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::vector<uint8_t> b = bytes;
+      b[i] ^= 0x40;
+      EXPECT_THROW(parse_pot_snapshot(b.data(), b.size(), "flip"), std::invalid_argument) << "byte " << i;
+    }
+    try {
+      parse_pot_snapshot(bytes.data(), bytes.size() - 3, "/tmp/x.pot");
+      ADD_FAILURE() << "a cut snapshot was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("/tmp/x.pot"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--save-pot"), std::string::npos) << e.what();
+    }
   }
+}
+
+// The message of parsing bytes that must be refused ("" if they parse).
+std::string refusal(const PotSnapshot& s) {
+  const std::vector<uint8_t> b = serialize_pot_snapshot(s);
   try {
-    parse_pot_snapshot(bytes.data(), bytes.size() - 3, "/tmp/x.pot");
+    parse_pot_snapshot(b.data(), b.size(), "x.pot");
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("/tmp/x.pot"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("--save-pot"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "";
 }
 
 // A header that is consistent JSON and passes the checksum but lies about the shape is still
@@ -105,20 +136,76 @@ TEST(PotSnapshotFormat, ConsistentChecksumButWrongShapeIsRefused) {
   EXPECT_THROW(parse_pot_snapshot(b.data(), b.size(), "x"), std::invalid_argument);
 }
 
+// The sliding-window store's fields are checked against each other and the layer kinds, with
+// a message naming what is wrong, even when the checksum matches.
+TEST(PotSnapshotFormat, InconsistentSlidingWindowStoreIsRefused) {
+  PotSnapshot s = synthetic(false, false, true);
+  s.window_kv.pop_back();
+  EXPECT_NE(refusal(s).find("'window_kv' values where its shape needs"), std::string::npos) << refusal(s);
+  s = synthetic(false, false, true);
+  s.window_size = 13;  // past its capacity of 12
+  EXPECT_NE(refusal(s).find("'window.size' = 13 out of range"), std::string::npos) << refusal(s);
+  s = synthetic(false, false, true);
+  s.window_next_position = 9;  // slot == position in the local store
+  EXPECT_NE(refusal(s).find("'window.next_position' = 9 out of range"), std::string::npos) << refusal(s);
+  s = synthetic(false, false, true);
+  s.layer_kinds = "LLLLG";  // one global layer for a pot of two
+  EXPECT_NE(refusal(s).find("1 global layers in 'layer_kinds' but a pot of 2"), std::string::npos) << refusal(s);
+  s = synthetic(false, false, true);
+  s.layer_kinds = "LGXLG";
+  EXPECT_NE(refusal(s).find("'layer_kinds' that is not a string of G"), std::string::npos) << refusal(s);
+  s = synthetic(false, false, false);
+  s.window_capacity = 12;  // a store without local layers
+  EXPECT_NE(refusal(s).find("'window.capacity' = 12 out of range"), std::string::npos) << refusal(s);
+  EXPECT_EQ(refusal(synthetic(false, false, true)), "");
+}
+
+// seed0-3: global layers only; seed4-5: with a sliding-window store (f32, f16).
 TEST(PotSnapshotFormat, CommittedFuzzSeedsParse) {
   const bool regen = std::getenv("INFINIPOT_REGEN_FUZZ_CORPUS") != nullptr;
   if (regen) std::filesystem::create_directories(corpus_dir());
   int i = 0;
+  for (bool window : {false, true})
+    for (bool half : {false, true})
+      for (bool h2o : {false, true}) {
+        if (window && h2o) continue;
+        const std::string path = corpus_dir() + "/seed" + std::to_string(i++) + ".pot";
+        const std::vector<uint8_t> want = serialize_pot_snapshot(synthetic(half, h2o, window));
+        if (regen) test::write_file(path, want);
+        ASSERT_TRUE(std::filesystem::exists(path)) << path << ": run with INFINIPOT_REGEN_FUZZ_CORPUS=1";
+        const std::vector<uint8_t> got = test::read_file(path);
+        EXPECT_EQ(got, want) << path;
+        EXPECT_NO_THROW(parse_pot_snapshot(got.data(), got.size(), path));
+      }
+}
+
+// Version 1 (llama only: no layer kinds, no local store) is still read. v1_seed0-3 were
+// written by the version 1 serializer from synthetic(half, h2o) and are never regenerated:
+// each parses to today's snapshot of the same state, all layers global.
+TEST(PotSnapshotFormat, Version1FilesAreStillRead) {
+  int i = 0;
   for (bool half : {false, true})
     for (bool h2o : {false, true}) {
-      const std::string path = corpus_dir() + "/seed" + std::to_string(i++) + ".pot";
-      const std::vector<uint8_t> want = serialize_pot_snapshot(synthetic(half, h2o));
-      if (regen) test::write_file(path, want);
-      ASSERT_TRUE(std::filesystem::exists(path)) << path << ": run with INFINIPOT_REGEN_FUZZ_CORPUS=1";
+      const std::string path = corpus_dir() + "/v1_seed" + std::to_string(i++) + ".pot";
       const std::vector<uint8_t> got = test::read_file(path);
-      EXPECT_EQ(got, want) << path;
-      EXPECT_NO_THROW(parse_pot_snapshot(got.data(), got.size(), path));
+      ASSERT_GT(got.size(), 12u) << path;
+      EXPECT_EQ(got[8], 1) << path << " is not a version 1 file";
+      const PotSnapshot p = parse_pot_snapshot(got.data(), got.size(), path);
+      EXPECT_EQ(p.layer_kinds, "GG");
+      EXPECT_EQ(p.window_layers(), 0);
+      EXPECT_TRUE(p.window_kv.empty());
+      EXPECT_EQ(serialize_pot_snapshot(p), serialize_pot_snapshot(synthetic(half, h2o)));
     }
+  // A version this program does not know is refused, naming the versions it reads.
+  std::vector<uint8_t> b = serialize_pot_snapshot(synthetic(false, false));
+  b[8] = 3;
+  try {
+    parse_pot_snapshot(b.data(), b.size(), "v3.pot");
+    ADD_FAILURE() << "version 3 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("format version 3; this program reads versions 1 to 2"), std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- Through the binary ----------------------------------------------------------------
