@@ -63,6 +63,14 @@ class Forward {
   // types the tuning's matvec_int8 lists); more go through the GEMM layer.
   void set_input(const cl::Buffer& in, int n, int k);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
+  // The input of the next products is rmsnorm(x_) * w: decode products of the float path read
+  // x_ and norm it themselves when `fuse` (matvec_norm, matvec_glu); otherwise xn_ is written.
+  void set_normed_input(const cl::Buffer& w, int n, bool fuse);
+  bool int8_path(const ops::DeviceWeight& W) const;  // decode product in integers (matvec_int8)
+  // Whether decode products with these weights can take the norm / GLU into the matvec.
+  bool fusable(std::initializer_list<const ops::DeviceWeight*> ws, int n) const;
+  // Feed-forward gate|up and activation into act_, from the current input.
+  void gate_up_act(const DeviceLayer& L, int n);
   // One transformer block: attention, then the gated feed-forward, each added into x_.
   void layer(int l, int n);
 
@@ -93,6 +101,7 @@ class Forward {
   int input_rows_ = 0;
   int input_cols_ = 0;
   bool input_q8_ = false;  // xq_ holds the current input (tuning matvec_int8)
+  ops::RowNorm input_norm_;  // set: the input is x_, and products norm it (set_normed_input)
   cl::Buffer xq_;          // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
   cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile
   cl::Buffer ce_m_, ce_s_, ce_t_, targets_;  // [max_chunk] each

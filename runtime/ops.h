@@ -28,6 +28,22 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
 void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
             size_t y_offset = 0);
 
+// matvec.cl decode fusions (float products, 1..4 rows; layout in the .cl header):
+//   matvec_norm: y[r][o] = W[o] . (rmsnorm(x[r]) * norm.w)   (the norm computed in the kernel;
+//                no normed copy of x written)                 y: [n_rows][ldy] from y_offset
+//   matvec_glu:  out[r][o] = act(gate[o] . x'[r]) * (up[up_row0 + o] . x'[r]) for o < n_ff, with
+//                x' = x, or rmsnorm(x) * norm.w when norm.w is set   out: [n_rows][n_ff]
+//                (fused gate|up: gate = up = that matrix, up_row0 = n_ff; separate: up_row0 = 0)
+struct RowNorm {
+  const Buffer* w = nullptr;  // [K] float; null: no norm
+  float eps = 0.f;
+};
+enum class Glu { Silu, GeluTanh };
+void matvec_norm(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows, Buffer& y,
+                 int ldy, size_t y_offset = 0);
+void matvec_glu(Context& c, const DeviceWeight& gate, const DeviceWeight& up, int up_row0, int n_ff, Glu act,
+                const Buffer& x, const RowNorm& norm, int n_rows, Buffer& out);
+
 // matvec_q8.cl: decode products in integers. quantize_q8 writes each 32-element block of x's
 // rows as a 40-byte Q8 block (float d, float s, char q[32]; layout in the .cl header); matvec_q8
 // then computes y[r][o] (+)= W[o] . xq[r] for Q4_0, Q4_1 and Q8_0 weights (matvec_q8_supports).
