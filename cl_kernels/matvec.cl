@@ -1,4 +1,5 @@
-// Quantized matrix-vector products for decode (needs quant_formats.cl, activations.cl).
+// Quantized matrix-vector products for decode (needs quant_formats.cl, activations.cl,
+// kv_format.cl).
 //   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
 //   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 8; of 32 for block formats)
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading x
@@ -15,6 +16,12 @@
 //         rows up_row0 + o0, +1 of Wu (the same matrix with up_row0 = n_out when gate|up is
 //         fused, else the up weight with up_row0 = 0; same encoding and row_bytes), then
 //         y[r][o] = act(gate) * up. n_out is n_ff; y's ldy is n_ff.
+//   ROPE_KV: the fused q|k|v product with rope_store_kv's work (rope.cl) as its epilogue: W's
+//         rows are n_head q heads, n_kv_heads k heads, n_kv_heads v heads of head_dim rows
+//         (head_dim % 4 == 0, so a work-item's 4 rows are RoPE pairs (2j, 2j+1), (2j+2, 2j+3)
+//         of one head, adjacent after the loader's reorder); q and k rows are rotated by the
+//         angles cs[r] ([n_rows][n_rot/2] (cos, sin)) before they are written, and k and v rows
+//         also go to slot slot0 + r of their head in k_cache / v_cache ([n_kv_heads][cap][head_dim]).
 // Wu, up_row0, nw, eps are ignored by the variants that do not use them.
 #define ROWS 4  // weight rows per work-item (accumulators: 4 float16 fill half of AVX2's registers)
 #ifdef GLU
@@ -34,7 +41,13 @@ inline __global const uchar* row_of(__global const uchar* W, __global const ucha
 
 __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_out, const int K,
                      __global const float* x, const int n_rows, __global float* y, const int y_off, const int ldy,
-                     __global const uchar* Wu, const int up_row0, __global const float* nw, const float eps) {
+                     __global const uchar* Wu, const int up_row0, __global const float* nw, const float eps
+#ifdef ROPE_KV
+                     , __global const float2* cs, const int head_dim, const int n_rot, const int n_head,
+                     const int n_kv_heads, __global kv_t* k_cache, __global kv_t* v_cache, const int cap,
+                     const int slot0
+#endif
+                     ) {
   const int o0 = get_global_id(0) * OUTS;
   const int r = get_global_id(1);
   if (o0 >= n_out || r >= n_rows) return;
@@ -79,6 +92,26 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   const float4 q4 = q8.lo + q8.hi;
   const float inv_rms = rsqrt(((q4.x + q4.y) + (q4.z + q4.w)) / (float)K + eps);
   for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
+#endif
+#ifdef ROPE_KV
+  // The same arithmetic as rope_store_kv, on the sums before they are stored.
+  const int q_rows = n_head * head_dim, qk_rows = q_rows + n_kv_heads * head_dim, d = o0 % head_dim;
+  if (o0 < qk_rows)
+    for (int p = 0; p < 2; ++p) {
+      const int j = d / 2 + p;
+      if (2 * j < n_rot) {
+        const float2 c = cs[r * (n_rot / 2) + j];
+        const float x0 = s[2 * p], x1 = s[2 * p + 1];
+        s[2 * p] = x0 * c.x - x1 * c.y;
+        s[2 * p + 1] = x0 * c.y + x1 * c.x;
+      }
+    }
+  if (o0 >= q_rows) {
+    const bool is_k = o0 < qk_rows;
+    const int g = (o0 - (is_k ? q_rows : qk_rows)) / head_dim;
+    __global kv_t* dst = (is_k ? k_cache : v_cache) + ((size_t)g * cap + slot0 + r) * head_dim + d;
+    for (int i = 0; i < ROWS; ++i) KV_STORE(s[i], dst + i);
+  }
 #endif
   __global float* yr = y + y_off + (size_t)r * ldy + o0;
   for (int i = 0; i < no; ++i) {

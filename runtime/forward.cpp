@@ -216,20 +216,29 @@ void Forward::layer(int l, int n) {
   // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn)), rope(qk_norm(Wk·xn)), Wv·xn)
   // with xn = rmsnorm(x) * attn_norm
   set_normed_input(L.attn_norm, n, fusable({&L.wqkv, &L.wq, &L.wk, &L.wv}, n));
-  if (L.qkv_fused()) {
-    project(L.wqkv, qkv_, qkv_ld_, 0, false);                          // q|k|v [n][qkv_ld]
+  const cl::Buffer& angles = local ? pos_local_ : pos_;
+  // Decode without QK-norm (which needs whole heads first): RoPE and the KV store happen in
+  // the q|k|v product's epilogue.
+  if (L.qkv_fused() && !c.qk_norm && c.head_dim % 4 == 0 && fusable({&L.wqkv}, n)) {
+    const ops::RopeKv rkv{c.n_head,      c.n_head_kv,     c.head_dim,    c.n_rot, &angles,
+                          &kv.keys(li),  &kv.values(li),  kv.capacity(), n_past,  kv.half()};
+    ops::matvec_qkv_rope(ctx_, L.wqkv, *input_, input_norm_, n, qkv_, rkv);  // q|k|v [n][qkv_ld], k v stored
   } else {
-    project(L.wq, qkv_, qkv_ld_, 0, false);                            // q   [n][q_dim]
-    project(L.wk, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
-    project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
+    if (L.qkv_fused()) {
+      project(L.wqkv, qkv_, qkv_ld_, 0, false);                        // q|k|v [n][qkv_ld]
+    } else {
+      project(L.wq, qkv_, qkv_ld_, 0, false);                          // q   [n][q_dim]
+      project(L.wk, qkv_, qkv_ld_, q_dim, false);                      // k   [n][kv_dim]
+      project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);             // v   [n][kv_dim]
+    }
+    if (c.qk_norm) {  // each q and k head normalised over head_dim, in place
+      ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, n, L.q_norm, c.rms_eps);
+      ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, n, L.k_norm, c.rms_eps);
+    }
+    // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
+    ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, angles, kv.keys(li),
+                       kv.values(li), kv.capacity(), n_past, n, kv.half());
   }
-  if (c.qk_norm) {  // each q and k head normalised over head_dim, in place
-    ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, n, L.q_norm, c.rms_eps);
-    ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, n, L.k_norm, c.rms_eps);
-  }
-  // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
-  ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, local ? pos_local_ : pos_,
-                     kv.keys(li), kv.values(li), kv.capacity(), n_past, n, kv.half());
   ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_);
   if (mass_ && !local)
     ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), n_past, mass_from_, mass_to_, lse_, *mass_,

@@ -44,6 +44,21 @@ void matvec_norm(Context& c, const DeviceWeight& W, const Buffer& x, const RowNo
 void matvec_glu(Context& c, const DeviceWeight& gate, const DeviceWeight& up, int up_row0, int n_ff, Glu act,
                 const Buffer& x, const RowNorm& norm, int n_rows, Buffer& out);
 
+// matvec.cl: the fused q|k|v product (W: [(n_head + 2 n_kv_heads) head_dim][K], out qkv:
+// [n_rows][W.rows]) with rope_store_kv's work in its epilogue: the q and k heads come out
+// rotated and k, v also land in the KV store at slots slot0 .. slot0 + n_rows (one launch
+// instead of two). Same fields as rope_store_kv; head_dim % 4 == 0; no QK-norm in between.
+struct RopeKv {
+  int n_head, n_kv_heads, head_dim, n_rot;
+  const Buffer* cs;  // [n_rows][n_rot/2] (cos, sin), from rope_angles
+  Buffer* k_cache;   // [n_kv_heads][cap][head_dim]
+  Buffer* v_cache;
+  int cap, slot0;
+  bool kv_half = false;
+};
+void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows,
+                     Buffer& qkv, const RopeKv& kv);
+
 // matvec_q8.cl: decode products in integers. quantize_q8 writes each 32-element block of x's
 // rows as a 40-byte Q8 block (float d, float s, char q[32]; layout in the .cl header); matvec_q8
 // then computes y[r][o] (+)= W[o] . xq[r] for Q4_0, Q4_1 and Q8_0 weights (matvec_q8_supports).

@@ -55,12 +55,14 @@ static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, con
   require(!norm.w || norm.w->bytes() >= size_t(W.cols) * 4, std::string(what) + ": norm weight too small");
 }
 
+constexpr const char* kMatvecFiles = "quant_formats.cl+activations.cl+kv_format.cl+matvec.cl";
+
 // matvec.cl with its fusion options; Wu / up_row0 / norm are dummies when unused.
 static void launch_float_matvec(Context& c, std::string opts, const DeviceWeight& W, const DeviceWeight& Wu,
                                 int up_row0, int n_out, int per_item, const Buffer& x, const RowNorm& norm,
                                 int n_rows, Buffer& y, int ldy, size_t y_offset) {
   opts = wtype_option(W.type) + opts + (norm.w ? " -DNORM" : "");
-  auto k = c.kernel("quant_formats.cl+activations.cl+matvec.cl", "matvec", opts);
+  auto k = c.kernel(kMatvecFiles, "matvec", opts);
   k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
          norm.w ? *norm.w : x, norm.eps);
   launch_rows(c, k, n_out, per_item, n_rows);
@@ -94,6 +96,24 @@ void matvec_glu(Context& c, const DeviceWeight& gate, const DeviceWeight& up, in
   require(out.bytes() >= size_t(n_rows) * n_ff * 4, "matvec_glu: output too small");
   const std::string opts = act == Glu::Silu ? " -DGLU=1" : " -DGLU=2";
   launch_float_matvec(c, opts, gate, up, up_row0, n_ff, kGluOutsPerItem, x, norm, n_rows, out, n_ff, 0);
+}
+
+void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows,
+                     Buffer& qkv, const RopeKv& kv) {
+  check_matvec(W, x, n_rows, norm, "matvec_qkv_rope");
+  require(kv.head_dim % 4 == 0 && kv.n_rot % 2 == 0 && kv.n_rot <= kv.head_dim,
+          "matvec_qkv_rope: head_dim must be a multiple of 4 (whole RoPE pairs per work-item), n_rot even");
+  require(W.rows == (kv.n_head + 2 * kv.n_kv_heads) * kv.head_dim, "matvec_qkv_rope: W is not q|k|v of these heads");
+  require(qkv.bytes() >= size_t(n_rows) * W.rows * 4, "matvec_qkv_rope: output too small");
+  require(kv.cs->bytes() >= size_t(n_rows) * kv.n_rot * 4, "matvec_qkv_rope: angle table too small");
+  require(kv.slot0 >= 0 && kv.slot0 + n_rows <= kv.cap, "matvec_qkv_rope: slots past the KV capacity");
+  const size_t cache_bytes = size_t(kv.n_kv_heads) * kv.cap * kv.head_dim * (kv.kv_half ? 2 : 4);
+  require(kv.k_cache->bytes() >= cache_bytes && kv.v_cache->bytes() >= cache_bytes, "matvec_qkv_rope: cache too small");
+  std::string opts = wtype_option(W.type) + " -DROPE_KV" + (norm.w ? " -DNORM" : "") + (kv.kv_half ? " -DKV_HALF" : "");
+  auto k = c.kernel(kMatvecFiles, "matvec", opts);
+  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
+         *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
+  launch_rows(c, k, W.rows, kRowsPerItem, n_rows);
 }
 
 size_t q8_bytes(int n_rows, int k) { return size_t(n_rows) * (k / 32) * kQ8BlockBytes; }

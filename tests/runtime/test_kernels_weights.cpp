@@ -313,6 +313,87 @@ TEST_F(FusedLaunchers, RefuseMismatchedWeights) {
   EXPECT_THROW(ops::matvec_glu(ctx(), gate.dev, gate.dev, 4, 8, ops::Glu::Silu, x, {}, 1, out), cl::ClError)
       << "up rows past the matrix";
   EXPECT_THROW(ops::matvec_norm(ctx(), gate.dev, x, {}, 1, out, 8), cl::ClError) << "no norm weight";
+  // 8 rows are not q|k|v of 1 + 2 heads of 4, and a head of 6 rows splits RoPE pairs across work-items.
+  auto cache = upload(random_floats(64, 114));
+  EXPECT_THROW(ops::matvec_qkv_rope(ctx(), gate.dev, x, {}, 1, out, {1, 1, 4, 4, &x, &cache, &cache, 4, 0}),
+               cl::ClError) << "rows do not match the heads";
+  auto w6 = make_weight(TensorType::Q4_0, 18, 64, 115);
+  EXPECT_THROW(ops::matvec_qkv_rope(ctx(), w6.dev, x, {}, 1, cache, {1, 1, 6, 6, &x, &cache, &cache, 4, 0}),
+               cl::ClError) << "head_dim not a multiple of 4";
+}
+
+// matvec_qkv_rope: the q|k|v product with RoPE and the KV store as its epilogue, against the
+// double products, then ref::rope_store_kv (angles in double). Each rotated component mixes the
+// two sums of its pair (a rotation: errors add at most), plus the rotation's own error through
+// the float angle table (test_kernels_layers.cpp: 4 ulp of the pair's length); a half KV store
+// rounds once more (2^-11 relative). Slots other than slot0.. and the other heads' rows must be
+// untouched. Heads of 8 rows, with n_rot 8 (all rotated) and 4 (rows 4..7 of each head not).
+TEST_P(WeightKernel, MatvecQkvRopeMatchesReference) {
+  const TensorType t = GetParam();
+  const int n_head = 3, n_kv = 1, head_dim = 8, rows = (n_head + 2 * n_kv) * head_dim, cols = test_cols(t);
+  const int cap = 9, slot0 = 3;
+  const float eps = 1e-5f, theta = 10000.f;
+  auto W = make_weight(t, rows, cols, 130);
+  const std::vector<float> nw = random_floats(cols, 131, -1.5f, 1.5f);
+  auto d_nw = upload(nw);
+  for (int n_rot : {8, 4})
+    for (bool half : {false, true})
+      for (int n_rows = 1; n_rows <= 4; ++n_rows) {
+        const std::string what = std::string("matvec_qkv_rope ") + type_name(t) + " n_rot=" + std::to_string(n_rot) +
+                                 (half ? " half" : "") + " rows=" + std::to_string(n_rows);
+        const std::vector<float> x = random_floats(size_t(n_rows) * cols, 132 + n_rows, -2.0f, 2.0f);
+        std::vector<int> pos(n_rows);
+        for (int r = 0; r < n_rows; ++r) pos[r] = 1000 + 7 * r;
+        const size_t cache_n = size_t(n_kv) * cap * head_dim;
+        // Whatever a half store holds is a half: start from values it represents exactly.
+        std::vector<float> k0 = random_floats(cache_n, 140), v0 = random_floats(cache_n, 141);
+        for (float& f : k0) f = std::round(f * 64) / 64;
+        for (float& f : v0) f = std::round(f * 64) / 64;
+        auto to_half = [&](const std::vector<float>& v) {
+          std::vector<uint16_t> h(v.size());
+          for (size_t i = 0; i < v.size(); ++i) h[i] = quant::fp32_to_fp16(v[i]);
+          return h;
+        };
+        cl::Buffer d_k = half ? upload(to_half(k0)) : upload(k0), d_v = half ? upload(to_half(v0)) : upload(v0);
+        auto d_x = upload(x);
+        auto d_qkv = upload(random_floats(size_t(n_rows) * rows, 142));
+        auto d_cs = upload(ops::rope_angles(pos, n_rot, theta));
+        const ops::RopeKv rkv{n_head, n_kv, head_dim, n_rot, &d_cs, &d_k, &d_v, cap, slot0, half};
+        ops::matvec_qkv_rope(ctx(), W.dev, d_x, {&d_nw, eps}, n_rows, d_qkv, rkv);
+
+        const Dots d = normed_dots(W.dequant, cols, 0, rows, x, n_rows, nw, eps);
+        std::vector<float> qkv(d.dot.begin(), d.dot.end()), k = k0, v = v0;
+        ref::rope_store_kv(qkv.data(), rows, n_head, n_kv, head_dim, n_rot, pos.data(), theta, k.data(), v.data(), cap,
+                           slot0, n_rows);
+        std::vector<double> tol(qkv.size());
+        for (size_t i = 0; i < qkv.size(); ++i) {
+          const size_t in_head = i % rows % head_dim, mate = i ^ 1;  // the other row of its RoPE pair
+          const bool rotated = i % rows < size_t((n_head + n_kv) * head_dim) && in_head < size_t(n_rot);
+          tol[i] = dot_tol(d.mag[i], cols, true);
+          if (rotated)
+            tol[i] += dot_tol(d.mag[mate], cols, true) + 4 * std::ldexp(std::hypot(d.dot[i], d.dot[mate]), -23);
+        }
+        EXPECT_TRUE(all_close(what + " q|k|v", download_all(d_qkv), qkv, [&](size_t i) { return tol[i]; }));
+        // Cache element (g, slot, e) came from qkv row slot - slot0, column (k: n_head, v: n_head + n_kv) + g heads.
+        auto cache_tol = [&](int first_head, const std::vector<float>& want) {
+          return [&, first_head](size_t i) {
+            const int g = int(i / (size_t(cap) * head_dim)), slot = int(i / head_dim % cap), e = int(i % head_dim);
+            if (slot < slot0 || slot >= slot0 + n_rows) return 0.0;
+            const size_t src = size_t(slot - slot0) * rows + size_t(first_head + g) * head_dim + e;
+            return tol[src] + (half ? std::ldexp(std::fabs(double(want[i])), -11) : 0.0);
+          };
+        };
+        auto read_cache = [&](const cl::Buffer& b) {
+          if (!half) return download(b, cache_n);
+          std::vector<uint16_t> h(cache_n);
+          ctx().read(b, h.data(), cache_n * 2);
+          std::vector<float> f(cache_n);
+          for (size_t i = 0; i < cache_n; ++i) f[i] = quant::fp16_to_fp32(h[i]);
+          return f;
+        };
+        EXPECT_TRUE(all_close(what + " k_cache", read_cache(d_k), k, cache_tol(n_head, k)));
+        EXPECT_TRUE(all_close(what + " v_cache", read_cache(d_v), v, cache_tol(n_head + n_kv, v)));
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDeviceTypes, WeightKernel,
