@@ -102,7 +102,7 @@ class Forward {
   int input_cols_ = 0;
   bool input_q8_ = false;  // xq_ holds the current input (tuning matvec_int8)
   ops::RowNorm input_norm_;  // set: the input is x_, and products norm it (set_normed_input)
-  cl::Buffer xq_;          // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
+  cl::Buffer xq_;            // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
   cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile
   cl::Buffer ce_m_, ce_s_, ce_t_, targets_;  // [max_chunk] each
 };

@@ -1,6 +1,5 @@
-// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl (and its
-// decode fusions),
-// matvec_q8.cl, dequant.cl.
+// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl (with its
+// decode fusions: norm, GLU, RoPE + KV store), matvec_q8.cl, dequant.cl.
 #include <string>
 
 #include "model_loader/quant.h"
