@@ -142,7 +142,7 @@ bool Forward::int8_path(const ops::DeviceWeight& W) const {
 }
 
 bool Forward::fusable(std::initializer_list<const ops::DeviceWeight*> ws, int n) const {
-  if (n > kMatvecMaxRows) return false;
+  if (n > kMatvecMaxRows || !ctx_.tuning().matvec_fusion) return false;
   for (const ops::DeviceWeight* w : ws)
     if (int8_path(*w)) return false;  // the integer path quantizes its input first: no norm inside
   return true;
