@@ -1,4 +1,4 @@
-// Element-wise ops.
+// Element-wise ops (needs activations.cl for silu, gelu_tanh).
 
 // SwiGLU: act[r][i] = silu(gu[r][i]) * gu[r][n_ff + i]
 //   gu: [n_rows][2*n_ff] (gate | up, from one fused GEMM)   act: [n_rows][n_ff]
@@ -8,7 +8,7 @@ __kernel void swiglu(__global const float* gu, const int n_ff, __global float* a
   if (i >= n_ff) return;
   const float g = gu[(size_t)r * 2 * n_ff + i];
   const float u = gu[(size_t)r * 2 * n_ff + n_ff + i];
-  act[(size_t)r * n_ff + i] = g / (1.0f + exp(-g)) * u;
+  act[(size_t)r * n_ff + i] = silu(g) * u;
 }
 
 
@@ -21,8 +21,7 @@ __kernel void geglu_tanh(__global const float* gu, const int n_ff, __global floa
   if (i >= n_ff) return;
   const float g = gu[(size_t)r * 2 * n_ff + i];
   const float u = gu[(size_t)r * 2 * n_ff + n_ff + i];
-  const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);
-  act[(size_t)r * n_ff + i] = 0.5f * g * (1.0f + tanh(inner)) * u;
+  act[(size_t)r * n_ff + i] = gelu_tanh(g) * u;
 }
 
 // x[i] *= s for i < n (Gemma scales its embeddings by sqrt(n_embd)).

@@ -1,38 +1,128 @@
-// Quantized matrix-vector products for decode (needs quant_formats.cl).
+// Quantized matrix-vector products for decode (needs quant_formats.cl, activations.cl,
+// kv_format.cl).
 //   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
 //   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 8; of 32 for block formats)
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading x
 // once per block for all of them. ACCUM (-D): add into y (fused residual add).
-#define ROWS 4
+//
+// Decode fusions (-D), each removing a launch and a round trip of an activation through memory:
+//   NORM: x is read as RMSNorm(x[r]) * nw (nw: [K] float, eps): the sum of squares of x[r] is
+//         accumulated in the same pass that reads x, nw multiplies x as it is loaded, and the
+//         row's 1 / rms scales each finished dot product (a per-row scalar factors out of it),
+//         so no normed copy of x is ever written. Every work-item recomputes the sum (K <= a
+//         few thousand floats it reads anyway).
+//   GLU=1 (SiLU) or GLU=2 (GELU-tanh): a gate|up product with its activation. A work-item
+//         computes OUTS = 2 outputs: its 4 accumulator rows are gate rows o0, o0+1 of W and up
+//         rows up_row0 + o0, +1 of Wu (the same matrix with up_row0 = n_out when gate|up is
+//         fused, else the up weight with up_row0 = 0; same encoding and row_bytes), then
+//         y[r][o] = act(gate) * up. n_out is n_ff; y's ldy is n_ff.
+//   ROPE_KV: the fused q|k|v product with rope_store_kv's work (rope.cl) as its epilogue: W's
+//         rows are n_head q heads, n_kv_heads k heads, n_kv_heads v heads of head_dim rows
+//         (head_dim % 4 == 0, so a work-item's 4 rows are RoPE pairs (2j, 2j+1), (2j+2, 2j+3)
+//         of one head, adjacent after the loader's reorder); q and k rows are rotated by the
+//         angles cs[r] ([n_rows][n_rot/2] (cos, sin)) before they are written, and k and v rows
+//         also go to slot slot0 + r of their head in k_cache / v_cache ([n_kv_heads][cap][head_dim]).
+// Wu, up_row0, nw, eps are ignored by the variants that do not use them.
+#define ROWS 4  // weight rows per work-item (accumulators: 4 float16 fill half of AVX2's registers)
+#ifdef GLU
+#define OUTS 2  // gate rows 0, 1 and up rows 2, 3
+#else
+#define OUTS ROWS
+#endif
+
+// Weight row i (< ROWS) of the work-item whose first output is o0.
+inline __global const uchar* row_of(__global const uchar* W, __global const uchar* Wu, const int up_row0,
+                                    const int row_bytes, const int o0, const int i) {
+#ifdef GLU
+  if (i >= OUTS) return Wu + (size_t)(up_row0 + o0 + i - OUTS) * row_bytes;
+#endif
+  return W + (size_t)(o0 + i) * row_bytes;
+}
+
 __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_out, const int K,
-                     __global const float* x, const int n_rows, __global float* y, const int y_off, const int ldy) {
-  const int o0 = get_global_id(0) * ROWS;
+                     __global const float* x, const int n_rows, __global float* y, const int y_off, const int ldy,
+                     __global const uchar* Wu, const int up_row0, __global const float* nw, const float eps
+#ifdef ROPE_KV
+                     , __global const float2* cs, const int head_dim, const int n_rot, const int n_head,
+                     const int n_kv_heads, __global kv_t* k_cache, __global kv_t* v_cache, const int cap,
+                     const int slot0
+#endif
+                     ) {
+  const int o0 = get_global_id(0) * OUTS;
   const int r = get_global_id(1);
   if (o0 >= n_out || r >= n_rows) return;
   __global const float* xr = x + (size_t)r * K;
-  __global const uchar* w0 = W + (size_t)o0 * row_bytes;
-  const int nr = min(ROWS, n_out - o0);
+  const int no = min(OUTS, n_out - o0);  // live outputs; row i is live when i % OUTS < no
+  __global const uchar* w[ROWS];
+  for (int i = 0; i < ROWS; ++i) w[i] = row_of(W, Wu, up_row0, row_bytes, o0, i % OUTS < no ? i : 0);
   float16 acc[ROWS];
   for (int i = 0; i < ROWS; ++i) acc[i] = (float16)(0.0f);
+#ifdef NORM
+  float16 sq = (float16)(0.0f);
+#endif
   for (int b = 0; b < K / 32; ++b) {
-    const float16 xl = vload16(0, xr + b * 32);
-    const float16 xh = vload16(1, xr + b * 32);
+    float16 xl = vload16(0, xr + b * 32);
+    float16 xh = vload16(1, xr + b * 32);
+#ifdef NORM
+    sq = fma(xl, xl, fma(xh, xh, sq));
+    xl *= vload16(0, nw + b * 32);
+    xh *= vload16(1, nw + b * 32);
+#endif
     for (int i = 0; i < ROWS; ++i)
-      if (i < nr) acc[i] = block_fma(w0 + (size_t)i * row_bytes, b, xl, xh, acc[i]);
+      if (i % OUTS < no) acc[i] = block_fma(w[i], b, xl, xh, acc[i]);
   }
   // Tail of F32/F16 rows whose length is not a multiple of 32 (block formats have none).
   for (int k = (K / 32) * 32; k < K; k += 8) {
-    const float8 xv = vload8(0, xr + k);
-    for (int i = 0; i < nr; ++i) acc[i].lo = fma(load8(w0 + (size_t)i * row_bytes, k), xv, acc[i].lo);
+    float8 xv = vload8(0, xr + k);
+#ifdef NORM
+    sq.lo = fma(xv, xv, sq.lo);
+    xv *= vload8(0, nw + k);
+#endif
+    for (int i = 0; i < ROWS; ++i)
+      if (i % OUTS < no) acc[i].lo = fma(load8(w[i], k), xv, acc[i].lo);
   }
-  for (int i = 0; i < nr; ++i) {
+  float s[ROWS];
+  for (int i = 0; i < ROWS; ++i) {
     const float8 a8 = acc[i].lo + acc[i].hi;
     const float4 a4 = a8.lo + a8.hi;
-    const float s = (a4.x + a4.y) + (a4.z + a4.w);
-#ifdef ACCUM
-    y[y_off + (size_t)r * ldy + o0 + i] += s;
+    s[i] = (a4.x + a4.y) + (a4.z + a4.w);
+  }
+#ifdef NORM
+  const float8 q8 = sq.lo + sq.hi;
+  const float4 q4 = q8.lo + q8.hi;
+  const float inv_rms = rsqrt(((q4.x + q4.y) + (q4.z + q4.w)) / (float)K + eps);
+  for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
+#endif
+#ifdef ROPE_KV
+  // The same arithmetic as rope_store_kv, on the sums before they are stored.
+  const int q_rows = n_head * head_dim, qk_rows = q_rows + n_kv_heads * head_dim, d = o0 % head_dim;
+  if (o0 < qk_rows)
+    for (int p = 0; p < 2; ++p) {
+      const int j = d / 2 + p;
+      if (2 * j < n_rot) {
+        const float2 c = cs[r * (n_rot / 2) + j];
+        const float x0 = s[2 * p], x1 = s[2 * p + 1];
+        s[2 * p] = x0 * c.x - x1 * c.y;
+        s[2 * p + 1] = x0 * c.y + x1 * c.x;
+      }
+    }
+  if (o0 >= q_rows) {
+    const bool is_k = o0 < qk_rows;
+    const int g = (o0 - (is_k ? q_rows : qk_rows)) / head_dim;
+    __global kv_t* dst = (is_k ? k_cache : v_cache) + ((size_t)g * cap + slot0 + r) * head_dim + d;
+    for (int i = 0; i < ROWS; ++i) KV_STORE(s[i], dst + i);
+  }
+#endif
+  __global float* yr = y + y_off + (size_t)r * ldy + o0;
+  for (int i = 0; i < no; ++i) {
+#if GLU == 1
+    yr[i] = silu(s[i]) * s[i + OUTS];
+#elif GLU == 2
+    yr[i] = gelu_tanh(s[i]) * s[i + OUTS];
+#elif defined(ACCUM)
+    yr[i] += s[i];
 #else
-    y[y_off + (size_t)r * ldy + o0 + i] = s;
+    yr[i] = s[i];
 #endif
   }
 }

@@ -124,6 +124,7 @@ void Forward::set_input(cl::Buffer& in, int n, int k) {
   input_q8_ = false;
   input_packed_ = false;
   input_round_ = ops::ActRound::None;
+  input_norm_ = {};
 }
 
 void Forward::prepare_input(const ops::DeviceWeight& W, bool gemm) {
@@ -146,13 +147,39 @@ void Forward::prepare_input(const ops::DeviceWeight& W, bool gemm) {
   }
 }
 
+void Forward::set_normed_input(const cl::Buffer& w, int n, bool fuse) {
+  const LlamaConfig& c = m_.cfg;
+  if (fuse) {
+    set_input(x_, n, c.n_embd);
+    input_norm_ = {&w, c.rms_eps};
+  } else {
+    ops::rms_norm(ctx_, x_, w, xn_, n, c.n_embd, c.rms_eps);  // xn [n][n_embd]
+    set_input(xn_, n, c.n_embd);
+  }
+}
+
+bool Forward::int8_path(const ops::DeviceWeight& W) const {
+  const auto& int8_types = ctx_.tuning().matvec_int8;
+  return ops::matvec_q8_supports(W.type) &&
+         std::find(int8_types.begin(), int8_types.end(), quant::traits(W.type).name) != int8_types.end();
+}
+
+bool Forward::fusable(std::initializer_list<const ops::DeviceWeight*> ws, int n) const {
+  // --round-activations rounds a materialised input before its products: nothing fused.
+  if (n > kMatvecMaxRows || !ctx_.tuning().matvec_fusion || round_activations_) return false;
+  for (const ops::DeviceWeight* w : ws)
+    if (int8_path(*w)) return false;  // the integer path quantizes its input first: no norm inside
+  return true;
+}
+
 void Forward::project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
   const bool gemm = input_rows_ > kMatvecMaxRows;
-  prepare_input(W, gemm);
+  if (!input_norm_.w) prepare_input(W, gemm);  // a normed input is never rounded (fusable) nor packed (decode)
   if (gemm) return gemm_.multiply(W, out, ldo, col, accumulate);
-  const auto& int8_types = ctx_.tuning().matvec_int8;
-  if (!round_activations_ && ops::matvec_q8_supports(W.type) &&
-      std::find(int8_types.begin(), int8_types.end(), quant::traits(W.type).name) != int8_types.end()) {
+  if (input_norm_.w) {
+    if (accumulate) throw cl::ClError("project: a normed input cannot accumulate");  // matvec_norm writes y
+    ops::matvec_norm(ctx_, W, *input_, input_norm_, input_rows_, out, ldo, col);
+  } else if (int8_path(W)) {
     // Quantized once per input, on its first integer product (q|k|v share one, gate|up one).
     if (!input_q8_) ops::quantize_q8(ctx_, *input_, input_rows_, input_cols_, xq_);
     input_q8_ = true;
@@ -213,22 +240,31 @@ void Forward::layer(int l, int n) {
   shape.window = local ? c.sliding_window : 0;
 
   // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn)), rope(qk_norm(Wk·xn)), Wv·xn)
-  ops::rms_norm(ctx_, x_, L.attn_norm, xn_, n, c.n_embd, c.rms_eps);           // xn  [n][n_embd]
-  set_input(xn_, n, c.n_embd);
-  if (L.qkv_fused()) {
-    project(L.wqkv, qkv_, qkv_ld_, 0, false);                          // q|k|v [n][qkv_ld]
+  // with xn = rmsnorm(x) * attn_norm
+  set_normed_input(L.attn_norm, n, fusable({&L.wqkv, &L.wq, &L.wk, &L.wv}, n));
+  const cl::Buffer& angles = local ? pos_local_ : pos_;
+  // Decode without QK-norm (which needs whole heads first): RoPE and the KV store happen in
+  // the q|k|v product's epilogue.
+  if (L.qkv_fused() && !c.qk_norm && c.head_dim % 4 == 0 && fusable({&L.wqkv}, n)) {
+    const ops::RopeKv rkv{c.n_head,      c.n_head_kv,     c.head_dim,    c.n_rot, &angles,
+                          &kv.keys(li),  &kv.values(li),  kv.capacity(), n_past,  kv.half()};
+    ops::matvec_qkv_rope(ctx_, L.wqkv, *input_, input_norm_, n, qkv_, rkv);  // q|k|v [n][qkv_ld], k v stored
   } else {
-    project(L.wq, qkv_, qkv_ld_, 0, false);                            // q   [n][q_dim]
-    project(L.wk, qkv_, qkv_ld_, q_dim, false);                        // k   [n][kv_dim]
-    project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);               // v   [n][kv_dim]
+    if (L.qkv_fused()) {
+      project(L.wqkv, qkv_, qkv_ld_, 0, false);                        // q|k|v [n][qkv_ld]
+    } else {
+      project(L.wq, qkv_, qkv_ld_, 0, false);                          // q   [n][q_dim]
+      project(L.wk, qkv_, qkv_ld_, q_dim, false);                      // k   [n][kv_dim]
+      project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);             // v   [n][kv_dim]
+    }
+    if (c.qk_norm) {  // each q and k head normalised over head_dim, in place
+      ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, n, L.q_norm, c.rms_eps);
+      ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, n, L.k_norm, c.rms_eps);
+    }
+    // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
+    ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, angles, kv.keys(li),
+                       kv.values(li), kv.capacity(), n_past, n, kv.half());
   }
-  if (c.qk_norm) {  // each q and k head normalised over head_dim, in place
-    ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, n, L.q_norm, c.rms_eps);
-    ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, n, L.k_norm, c.rms_eps);
-  }
-  // RoPE on the q and k heads (adjacent in a row), keys and values into the KV store.
-  ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, local ? pos_local_ : pos_,
-                     kv.keys(li), kv.values(li), kv.capacity(), n_past, n, kv.half());
   ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_);
   if (mass_ && !local)
     ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), n_past, mass_from_, mass_to_, lse_, *mass_,
@@ -241,17 +277,10 @@ void Forward::layer(int l, int n) {
     project(L.wo, x_, c.n_embd, 0, true);                              // x  += attn Wo^T
   }
 
-  // Feed-forward block: x += [post_norm] W_down · (act(W_gate·xn) * (W_up·xn)), act SiLU or GELU-tanh
-  ops::rms_norm(ctx_, x_, L.ffn_norm, xn_, n, c.n_embd, c.rms_eps);
-  set_input(xn_, n, c.n_embd);
-  if (L.gate_up_fused()) {
-    project(L.w_gate_up, gu_, 2 * c.n_ff, 0, false);                   // gate|up [n][2 n_ff]
-  } else {
-    project(L.w_gate, gu_, 2 * c.n_ff, 0, false);                      // gate [n][n_ff]
-    project(L.w_up, gu_, 2 * c.n_ff, c.n_ff, false);                   // up   [n][n_ff]
-  }
-  if (c.ffn_act == FfnActivation::GeluTanh) ops::geglu_tanh(ctx_, gu_, n, c.n_ff, act_);  // act [n][n_ff]
-  else ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                          // act [n][n_ff]
+  // Feed-forward block: x += [post_norm] W_down · (act(W_gate·xn) * (W_up·xn)), act SiLU or GELU-tanh,
+  // xn = rmsnorm(x) * ffn_norm
+  set_normed_input(L.ffn_norm, n, fusable({&L.w_gate_up, &L.w_gate, &L.w_up}, n));
+  gate_up_act(L, n);                                                   // act [n][n_ff]
   set_input(act_, n, c.n_ff);
   if (c.post_norms) {
     project(L.w_down, xn_, c.n_embd, 0, false);                        // xn  = act Wd^T
@@ -259,6 +288,27 @@ void Forward::layer(int l, int n) {
   } else {
     project(L.w_down, x_, c.n_embd, 0, true);                          // x  += act Wd^T
   }
+}
+
+void Forward::gate_up_act(const DeviceLayer& L, int n) {
+  const LlamaConfig& c = m_.cfg;
+  const ops::Glu act = c.ffn_act == FfnActivation::GeluTanh ? ops::Glu::GeluTanh : ops::Glu::Silu;
+  // Decode: one product writes act directly (gate and up rows side by side in one work-item),
+  // when both are on the float path in one encoding.
+  const ops::DeviceWeight& gate = L.gate_up_fused() ? L.w_gate_up : L.w_gate;
+  const ops::DeviceWeight& up = L.gate_up_fused() ? L.w_gate_up : L.w_up;
+  if (fusable({&gate, &up}, n) && gate.type == up.type && gate.row_bytes == up.row_bytes) {
+    ops::matvec_glu(ctx_, gate, up, L.gate_up_fused() ? c.n_ff : 0, c.n_ff, act, *input_, input_norm_, n, act_);
+    return;
+  }
+  if (L.gate_up_fused()) {
+    project(L.w_gate_up, gu_, 2 * c.n_ff, 0, false);                   // gate|up [n][2 n_ff]
+  } else {
+    project(L.w_gate, gu_, 2 * c.n_ff, 0, false);                      // gate [n][n_ff]
+    project(L.w_up, gu_, 2 * c.n_ff, c.n_ff, false);                   // up   [n][n_ff]
+  }
+  if (act == ops::Glu::GeluTanh) ops::geglu_tanh(ctx_, gu_, n, c.n_ff, act_);  // act [n][n_ff]
+  else ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                // act [n][n_ff]
 }
 
 std::vector<float> Forward::last_logits() {

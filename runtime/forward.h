@@ -71,6 +71,14 @@ class Forward {
   // and the GEMM layer's packing of it when the product goes through the GEMM (gemm).
   void prepare_input(const ops::DeviceWeight& W, bool gemm);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
+  // The input of the next products is rmsnorm(x_) * w: decode products of the float path read
+  // x_ and norm it themselves when `fuse` (matvec_norm, matvec_glu); otherwise xn_ is written.
+  void set_normed_input(const cl::Buffer& w, int n, bool fuse);
+  bool int8_path(const ops::DeviceWeight& W) const;  // decode product in integers (matvec_int8)
+  // Whether decode products with these weights can take the norm / GLU into the matvec.
+  bool fusable(std::initializer_list<const ops::DeviceWeight*> ws, int n) const;
+  // Feed-forward gate|up and activation into act_, from the current input.
+  void gate_up_act(const DeviceLayer& L, int n);
   // One transformer block: attention, then the gated feed-forward, each added into x_.
   void layer(int l, int n);
 
@@ -104,7 +112,8 @@ class Forward {
   bool round_activations_ = false;
   ops::ActRound input_round_ = ops::ActRound::None;  // how the current input has been rounded
   bool input_q8_ = false;  // xq_ holds the current input (tuning matvec_int8)
-  cl::Buffer xq_;          // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
+  ops::RowNorm input_norm_;  // set: the input is x_, and products norm it (set_normed_input)
+  cl::Buffer xq_;            // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
   cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile
   cl::Buffer ce_m_, ce_s_, ce_t_, targets_;  // [max_chunk] each
 };

@@ -28,6 +28,37 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
 void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
             size_t y_offset = 0);
 
+// matvec.cl decode fusions (float products, 1..4 rows; layout in the .cl header):
+//   matvec_norm: y[r][o] = W[o] . (rmsnorm(x[r]) * norm.w)   (the norm computed in the kernel;
+//                no normed copy of x written)                 y: [n_rows][ldy] from y_offset
+//   matvec_glu:  out[r][o] = act(gate[o] . x'[r]) * (up[up_row0 + o] . x'[r]) for o < n_ff, with
+//                x' = x, or rmsnorm(x) * norm.w when norm.w is set   out: [n_rows][n_ff]
+//                (fused gate|up: gate = up = that matrix, up_row0 = n_ff; separate: up_row0 = 0)
+struct RowNorm {
+  const Buffer* w = nullptr;  // [K] float; null: no norm
+  float eps = 0.f;
+};
+enum class Glu { Silu, GeluTanh };
+void matvec_norm(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows, Buffer& y,
+                 int ldy, size_t y_offset = 0);
+void matvec_glu(Context& c, const DeviceWeight& gate, const DeviceWeight& up, int up_row0, int n_ff, Glu act,
+                const Buffer& x, const RowNorm& norm, int n_rows, Buffer& out);
+
+// matvec.cl: the fused q|k|v product (W: [(n_head + 2 n_kv_heads) head_dim][K], out qkv:
+// [n_rows][W.rows]) with rope_store_kv's work in its epilogue: the q and k heads come out
+// rotated and k, v also land in the KV store at slots slot0 .. slot0 + n_rows (one launch
+// instead of two). Same fields as rope_store_kv; head_dim % 4 == 0; no QK-norm in between.
+struct RopeKv {
+  int n_head, n_kv_heads, head_dim, n_rot;
+  const Buffer* cs;  // [n_rows][n_rot/2] (cos, sin), from rope_angles
+  Buffer* k_cache;   // [n_kv_heads][cap][head_dim]
+  Buffer* v_cache;
+  int cap, slot0;
+  bool kv_half = false;
+};
+void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows,
+                     Buffer& qkv, const RopeKv& kv);
+
 // matvec_q8.cl: decode products in integers. quantize_q8 writes each 32-element block of x's
 // rows as a 40-byte Q8 block (float d, float s, char q[32]; layout in the .cl header); matvec_q8
 // then computes y[r][o] (+)= W[o] . xq[r] for Q4_0, Q4_1 and Q8_0 weights (matvec_q8_supports).

@@ -75,16 +75,16 @@ void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim,
 }
 
 void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act) {
-  c.kernel("elementwise.cl", "swiglu").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
+  c.kernel("activations.cl+elementwise.cl", "swiglu").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
 }
 
 void geglu_tanh(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act) {
-  c.kernel("elementwise.cl", "geglu_tanh").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
+  c.kernel("activations.cl+elementwise.cl", "geglu_tanh").args(gu, n_ff, act).launch(c.queue(), {size_t(n_ff), size_t(n_rows)});
 }
 
 void scale(Context& c, Buffer& x, size_t n, float s) {
   if (x.bytes() < n * 4) throw cl::ClError("invalid launch: scale past the buffer");
-  c.kernel("elementwise.cl", "scale").args(x, static_cast<int>(n), s).launch(c.queue(), {n});
+  c.kernel("activations.cl+elementwise.cl", "scale").args(x, static_cast<int>(n), s).launch(c.queue(), {n});
 }
 
 void kv_gather(Context& c, const Buffer& src, Buffer& dst, int n_kv_heads, int cap, int head_dim, const Buffer& keep,

@@ -1,5 +1,5 @@
-// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl,
-// matvec_q8.cl, dequant.cl.
+// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl (with its
+// decode fusions: norm, GLU, RoPE + KV store), matvec_q8.cl, dequant.cl.
 #include <string>
 
 #include "model_loader/quant.h"
@@ -38,27 +38,81 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
       .launch(c.queue(), {size_t(table.cols / 8), size_t(n)});
 }
 
-// matvec and matvec_q8 share their arguments and grid: ROWS (4) outputs of one input row
-// per work-item, the input rows on dimension 1.
-static void launch_matvec(Context& c, const std::string& files, const char* name, const std::string& opts,
-                          const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, size_t y_offset) {
-  constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl and matvec_q8.cl
+// Grid of the decode products: `per_item` outputs of one input row per work-item, the input
+// rows on dimension 1, work-groups of the tuned size.
+static void launch_rows(Context& c, cl::Kernel& k, int n_out, int per_item, int n_rows) {
   const int local = c.tuning().matvec_local;
-  auto k = c.kernel(files, name, opts);
-  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy);
-  const size_t items = (W.rows + kRowsPerItem - 1) / kRowsPerItem;
+  const size_t items = (n_out + per_item - 1) / per_item;
   if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
   else k.launch(c.queue(), {items, size_t(n_rows)});
 }
 
+static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, const RowNorm& norm, const char* what) {
+  require(n_rows >= 1 && n_rows <= 4, std::string(what) + " handles 1..4 rows");
+  require(W.cols % 8 == 0, std::string(what) + ": K must be a multiple of 8");
+  require(x.bytes() >= size_t(n_rows) * W.cols * 4, std::string(what) + ": input too small");
+  require(!norm.w || norm.w->bytes() >= size_t(W.cols) * 4, std::string(what) + ": norm weight too small");
+}
+
+constexpr const char* kMatvecFiles = "quant_formats.cl+activations.cl+kv_format.cl+matvec.cl";
+
+// matvec.cl with its fusion options; Wu / up_row0 / norm are dummies when unused.
+static void launch_float_matvec(Context& c, std::string opts, const DeviceWeight& W, const DeviceWeight& Wu,
+                                int up_row0, int n_out, int per_item, const Buffer& x, const RowNorm& norm,
+                                int n_rows, Buffer& y, int ldy, size_t y_offset) {
+  opts = wtype_option(W.type) + opts + (norm.w ? " -DNORM" : "");
+  auto k = c.kernel(kMatvecFiles, "matvec", opts);
+  k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
+         norm.w ? *norm.w : x, norm.eps);
+  launch_rows(c, k, n_out, per_item, n_rows);
+}
+
+constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl and matvec_q8.cl
+constexpr int kGluOutsPerItem = 2;  // OUTS of matvec.cl's GLU variants
+
 void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
             size_t y_offset) {
-  require(n_rows >= 1 && n_rows <= 4, "matvec handles 1..4 rows");
-  require(W.cols % 8 == 0, "matvec: K must be a multiple of 8");
-  require(x.bytes() >= size_t(n_rows) * W.cols * 4, "matvec: input too small");
+  check_matvec(W, x, n_rows, {}, "matvec");
   require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec: output too small");
-  std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
-  launch_matvec(c, "quant_formats.cl+matvec.cl", "matvec", opts, W, x, n_rows, y, ldy, y_offset);
+  launch_float_matvec(c, accumulate ? " -DACCUM" : "", W, W, 0, W.rows, kRowsPerItem, x, {}, n_rows, y, ldy, y_offset);
+}
+
+void matvec_norm(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows, Buffer& y,
+                 int ldy, size_t y_offset) {
+  require(norm.w != nullptr, "matvec_norm: no norm weight");
+  check_matvec(W, x, n_rows, norm, "matvec_norm");
+  require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec_norm: output too small");
+  launch_float_matvec(c, "", W, W, 0, W.rows, kRowsPerItem, x, norm, n_rows, y, ldy, y_offset);
+}
+
+void matvec_glu(Context& c, const DeviceWeight& gate, const DeviceWeight& up, int up_row0, int n_ff, Glu act,
+                const Buffer& x, const RowNorm& norm, int n_rows, Buffer& out) {
+  check_matvec(gate, x, n_rows, norm, "matvec_glu");
+  require(up.type == gate.type && up.row_bytes == gate.row_bytes && up.cols == gate.cols,
+          "matvec_glu: gate and up weights differ in encoding or width");
+  require(n_ff >= 1 && n_ff <= gate.rows && up_row0 >= 0 && up_row0 + n_ff <= up.rows,
+          "matvec_glu: gate or up rows outside their matrix");
+  require(out.bytes() >= size_t(n_rows) * n_ff * 4, "matvec_glu: output too small");
+  const std::string opts = act == Glu::Silu ? " -DGLU=1" : " -DGLU=2";
+  launch_float_matvec(c, opts, gate, up, up_row0, n_ff, kGluOutsPerItem, x, norm, n_rows, out, n_ff, 0);
+}
+
+void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows,
+                     Buffer& qkv, const RopeKv& kv) {
+  check_matvec(W, x, n_rows, norm, "matvec_qkv_rope");
+  require(kv.head_dim % 4 == 0 && kv.n_rot % 2 == 0 && kv.n_rot <= kv.head_dim,
+          "matvec_qkv_rope: head_dim must be a multiple of 4 (whole RoPE pairs per work-item), n_rot even");
+  require(W.rows == (kv.n_head + 2 * kv.n_kv_heads) * kv.head_dim, "matvec_qkv_rope: W is not q|k|v of these heads");
+  require(qkv.bytes() >= size_t(n_rows) * W.rows * 4, "matvec_qkv_rope: output too small");
+  require(kv.cs->bytes() >= size_t(n_rows) * kv.n_rot * 4, "matvec_qkv_rope: angle table too small");
+  require(kv.slot0 >= 0 && kv.slot0 + n_rows <= kv.cap, "matvec_qkv_rope: slots past the KV capacity");
+  const size_t cache_bytes = size_t(kv.n_kv_heads) * kv.cap * kv.head_dim * (kv.kv_half ? 2 : 4);
+  require(kv.k_cache->bytes() >= cache_bytes && kv.v_cache->bytes() >= cache_bytes, "matvec_qkv_rope: cache too small");
+  std::string opts = wtype_option(W.type) + " -DROPE_KV" + (norm.w ? " -DNORM" : "") + (kv.kv_half ? " -DKV_HALF" : "");
+  auto k = c.kernel(kMatvecFiles, "matvec", opts);
+  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
+         *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
+  launch_rows(c, k, W.rows, kRowsPerItem, n_rows);
 }
 
 size_t q8_bytes(int n_rows, int k) { return size_t(n_rows) * (k / 32) * kQ8BlockBytes; }
@@ -84,8 +138,9 @@ void matvec_q8(Context& c, const DeviceWeight& W, const Buffer& xq, int n_rows, 
   require(W.cols % 32 == 0, "matvec_q8: K must be a multiple of 32");
   require(xq.bytes() >= q8_bytes(n_rows, W.cols), "matvec_q8: input too small");
   require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec_q8: output too small");
-  std::string opts = wtype_option(W.type) + (accumulate ? " -DACCUM" : "");
-  launch_matvec(c, "quant_formats.cl+matvec_q8.cl", "matvec_q8", opts, W, xq, n_rows, y, ldy, y_offset);
+  auto k = c.kernel("quant_formats.cl+matvec_q8.cl", "matvec_q8", wtype_option(W.type) + (accumulate ? " -DACCUM" : ""));
+  k.args(W.buf, W.row_bytes, W.rows, W.cols, xq, n_rows, y, static_cast<int>(y_offset), ldy);
+  launch_rows(c, k, W.rows, kRowsPerItem, n_rows);
 }
 
 static void dequant_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp, size_t offset) {

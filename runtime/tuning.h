@@ -26,13 +26,15 @@ struct Tuning {
   int prefill_chunk = 0;               // tokens per prefill step
   std::vector<std::string> matvec_int8;  // weight types ("Q4_0", "Q4_1", "Q8_0") whose decode
                                         // products run in integers (matvec_q8.cl); others: float
+  bool matvec_fusion = false;          // decode products take in their neighbours (matvec.cl): the
+                                       // RMSNorm, the GLU, RoPE + KV store; false: separate launches
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[8];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[9];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

@@ -141,24 +141,31 @@ TEST(ModelReferenceF16Kv, EveryPositionNllMatchesLlamaCpp) {
 // Prefill (packed GEMM over dequantized panels) and decode (matvec over quantized blocks)
 // are different code paths; fed the same tokens they must give the same logits. The float
 // decode path whatever this device's tuning says (the integer one rounds its inputs to 8 bits
-// and is checked against llama.cpp by ModelReferenceInt8Matvec).
+// and is checked against llama.cpp by ModelReferenceInt8Matvec), with separate launches and
+// with the fused decode products (tuning matvec_fusion: norm, GLU, RoPE + KV store inside
+// the matvec), whichever is this device's default.
 TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
   const auto tokens = (*fixture_)["prompts"][1]["tokens"].get<std::vector<TokenId>>();
-  EngineOptions o;
-  o.model_path = test::real_model_path();
-  o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}};
-  Engine engine(o);
-  engine.prepare(512);
-  engine.forward().eval(tokens);
-  const auto chunked = engine.forward().last_logits();
-  engine.kv().reset();
-  for (TokenId t : tokens) engine.forward().eval({t});
-  const auto stepwise = engine.forward().last_logits();
-  double max_abs = 0;
-  for (size_t i = 0; i < chunked.size(); ++i) max_abs = std::max(max_abs, double(std::fabs(chunked[i] - stepwise[i])));
-  // Both are fp32 end to end; only the summation order differs (1e-3 covers 30 layers of it).
-  EXPECT_LE(max_abs, 2e-3);
-  std::printf("prefill vs decode: max |diff| %.2e over %zu tokens\n", max_abs, tokens.size());
+  for (bool fusion : {false, true}) {
+    EngineOptions o;
+    o.model_path = test::real_model_path();
+    o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}, {"matvec_fusion", fusion}};
+    Engine engine(o);
+    engine.prepare(512);
+    ASSERT_EQ(engine.context().tuning().matvec_fusion, fusion);
+    engine.forward().eval(tokens);
+    const auto chunked = engine.forward().last_logits();
+    engine.kv().reset();
+    for (TokenId t : tokens) engine.forward().eval({t});
+    const auto stepwise = engine.forward().last_logits();
+    double max_abs = 0;
+    for (size_t i = 0; i < chunked.size(); ++i)
+      max_abs = std::max(max_abs, double(std::fabs(chunked[i] - stepwise[i])));
+    // Both are fp32 end to end; only the summation order differs (1e-3 covers 30 layers of it).
+    EXPECT_LE(max_abs, 2e-3) << (fusion ? "fused decode" : "separate launches");
+    std::printf("prefill vs decode (%s): max |diff| %.2e over %zu tokens\n", fusion ? "fused" : "separate", max_abs,
+                tokens.size());
+  }
 }
 
 // The integer decode products (tuning matvec_int8: the input of each product quantized to 8

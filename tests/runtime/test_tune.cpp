@@ -75,6 +75,9 @@ TEST(Tuning, OverridesAreCheckedLikeTheFile) {
   EXPECT_EQ(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_int8", {"Q4_1"}}}).matvec_int8,
             std::vector<std::string>{"Q4_1"});
   EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_int8", true}}), std::exception);
+  EXPECT_TRUE(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_fusion", true}}).matvec_fusion);
+  EXPECT_FALSE(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_fusion", false}}).matvec_fusion);
+  EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_fusion", "yes"}}), std::exception);
   EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_int8", {"Q6_K"}}}), std::exception);
 }
 
