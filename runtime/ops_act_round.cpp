@@ -1,5 +1,6 @@
 // Launcher and host reference of act_round.cl (--round-activations).
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,12 @@ void round_activations(Context& c, Buffer& x, int n_rows, int k, ActRound kind) 
 }
 
 void round_activations_reference(std::vector<float>& x, int k, ActRound kind) {
-  const int block = block_of(kind);
   if (kind == ActRound::None) return;
-  for (size_t b0 = 0; b0 + block <= x.size() && (b0 % k) + block <= size_t(k); b0 += block) {
+  const int block = block_of(kind);
+  if (k % block != 0 || x.size() % k != 0)
+    throw std::invalid_argument("round_activations_reference: rows of " + std::to_string(k) +
+                                " are not whole blocks of " + std::to_string(block));
+  for (size_t b0 = 0; b0 < x.size(); b0 += block) {
     float* p = x.data() + b0;
     if (kind == ActRound::F16) {
       p[0] = half_round(p[0]);
