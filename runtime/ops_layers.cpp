@@ -67,10 +67,21 @@ std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float the
   return cs;
 }
 
+size_t rope_shift_table_bytes(int n_heads, int cap, int n_rot) { return size_t(n_heads) * cap * (n_rot / 2) * 8; }
+
+void rope_shift_angles(Context& c, const Buffer& delta, int n_heads, int cap, int n_rot, int n_slots, float theta,
+                       Buffer& table) {
+  if (table.bytes() < rope_shift_table_bytes(n_heads, cap, n_rot)) throw cl::ClError("invalid launch: rope_shift table too small");
+  c.kernel("kv_format.cl+rope.cl", "rope_shift_angles")
+      .args(delta, cap, n_rot, n_slots, theta, table)
+      .launch(c.queue(), {size_t(n_rot / 2), size_t(n_slots), size_t(n_heads)});
+}
+
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
-                int n_slots, float theta, bool kv_half) {
+                int n_slots, const Buffer& table, bool kv_half) {
+  if (table.bytes() < rope_shift_table_bytes(n_heads, cap, n_rot)) throw cl::ClError("invalid launch: rope_shift table too small");
   c.kernel("kv_format.cl+rope.cl", "rope_shift", kv_option(kv_half))
-      .args(k_cache, cap, head_dim, n_rot, delta, n_slots, theta)
+      .args(k_cache, cap, head_dim, n_rot, delta, n_slots, table)
       .launch(c.queue(), {size_t(n_rot / 2), size_t(n_slots), size_t(n_heads)});
 }
 
@@ -114,6 +125,12 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
   if (n_past + n > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
   const float scale = score_scale(s);
   const int window = window_arg(s);
+  if (c.tuning().attention_vec16 && n > 1 && s.head_dim % 16 == 0) {
+    c.kernel("kv_format.cl+attention.cl", "attention_vec16", attention_options(s) + " -DVEC16")
+        .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
+        .launch(c.queue(), {size_t(n), size_t(s.n_heads)});
+    return;
+  }
   const int rows = c.tuning().attention_tile_rows;
   if (rows > 1 && n > 1) {
     // Tiled variant: a work-group of `rows` query rows shares each tile of keys and values.

@@ -55,8 +55,9 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
       throw ClError("platforms/tuning.json: 'matvec_int8' must be a list of weight types among \"Q4_0\", \"Q4_1\", "
                     "\"Q8_0\", got " + j["matvec_int8"].dump());
   }
-  if (j.contains("matvec_fusion") && !j["matvec_fusion"].is_boolean())
-    throw ClError("platforms/tuning.json: 'matvec_fusion' must be true or false, got " + j["matvec_fusion"].dump());
+  for (const char* k : {"matvec_fusion", "attention_vec16"})
+    if (j.contains(k) && !j[k].is_boolean())
+      throw ClError(std::string("platforms/tuning.json: '") + k + "' must be true or false, got " + j[k].dump());
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
   t.matvec_fusion = j.value("matvec_fusion", t.matvec_fusion);
   if (j.contains("matvec_int8")) t.matvec_int8 = j["matvec_int8"].get<std::vector<std::string>>();
@@ -64,19 +65,21 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
   t.attention_key_tile = j.value("attention_key_tile", t.attention_key_tile);
+  t.attention_vec16 = j.value("attention_vec16", t.attention_vec16);
   t.prefill_chunk = j.value("prefill_chunk", t.prefill_chunk);
   if (j.contains("clblast") && j["clblast"].is_object()) t.clblast = j["clblast"];
 }
 
 }  // namespace
 
-const char* const kTuningKeys[9] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_tile_rows",
-                                    "attention_key_tile", "matvec_int8", "matvec_fusion", "matvec_local", "norm_local"};
+const char* const kTuningKeys[10] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_vec16",
+                                     "attention_tile_rows", "attention_key_tile", "matvec_int8", "matvec_fusion", "matvec_local", "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
           {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
-          {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"prefill_chunk", prefill_chunk}};
+          {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"attention_vec16", attention_vec16},
+          {"prefill_chunk", prefill_chunk}};
 }
 
 Tuning lookup_tuning(const DeviceInfo& dev, const nlohmann::json& overrides) {

@@ -8,6 +8,7 @@
 #include <vector>
 #include <gtest/gtest.h>
 
+#include "model_loader/quant.h"
 #include "tests/runtime/kernel_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"
@@ -64,14 +65,16 @@ std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
 
 class AttentionKernel : public testing_support::KernelTest {};
 
-// Every attention variant: the untiled kernel (1 row per work-item), and the tiled one with
-// the default tile and a small one whose tile boundaries fall inside the test cases.
+// Every attention variant: the untiled kernel (1 row per work-item), the tiled one with the
+// default tile and a small one whose tile boundaries fall inside the test cases, and vec16
+// (a work-item per row and head; its 16-key blocks end inside the cases too).
 TEST_F(AttentionKernel, AttentionMatchesReference) {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
   variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
   variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
                                          "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
+  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
   for (auto& [variant, context] : variants)
   for (const Case& c : kCases) {
     SCOPED_TRACE(variant);
@@ -108,6 +111,7 @@ TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
   variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
   variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
                                          "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
+  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
   const Case cases[] = {{4, 1, 64, 40, 13, 12.0f}, {6, 2, 16, 0, 29}, {3, 1, 16, 23, 1}};
   for (auto& [variant, context] : variants)
     for (const Case& c : cases)
@@ -140,6 +144,48 @@ TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
         EXPECT_TRUE(all_close("windowed attention mass " + c.name(), testing_support::download(cx, d_mass, mass.size()),
                               mass, [&](size_t i) { return kAttnTol * (1 + mass[i]); }));
       }
+}
+
+// The fp16 KV store (--kv-type f16): every variant reads half keys and values (vload_half*),
+// against the reference on the same values rounded to half. A variant that read the half
+// store as floats would see garbage, not a near miss.
+TEST_F(AttentionKernel, HalfStoreMatchesReference) {
+  std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
+  variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
+  variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
+                                         "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
+  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  const Case cases[] = {{6, 2, 64, 23, 7, 12.0f}, {3, 1, 16, 40, 5}, {4, 1, 64, 0, 19}};
+  for (auto& [variant, context] : variants)
+    for (const Case& c : cases) {
+      SCOPED_TRACE(variant);
+      cl::Context& cx = *context;
+      const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
+      ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+      s.kv_half = true;
+      const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
+      Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 750 + c.n_past);
+      std::vector<uint16_t> k16(cache.k.size()), v16(cache.v.size());
+      for (size_t e = 0; e < k16.size(); ++e) {
+        k16[e] = quant::fp32_to_fp16(cache.k[e]);
+        v16[e] = quant::fp32_to_fp16(cache.v[e]);
+        cache.k[e] = quant::fp16_to_fp32(k16[e]);  // the reference sees what the store holds
+        cache.v[e] = quant::fp16_to_fp32(v16[e]);
+      }
+      const std::vector<float> q = make_queries(c, ldq, 760 + c.head_dim);
+      auto d_q = testing_support::upload(cx, q);
+      auto d_k = testing_support::upload(cx, k16);
+      auto d_v = testing_support::upload(cx, v16);
+      auto d_out = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * ldo * 4, "out");
+      auto d_lse = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
+      ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+      std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
+      ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
+      EXPECT_TRUE(all_close("half-store attention out " + c.name(), testing_support::download(cx, d_out, out.size()), out,
+                            kAttnTol));
+      EXPECT_TRUE(all_close("half-store attention lse " + c.name(), testing_support::download(cx, d_lse, lse.size()), lse,
+                            [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
+    }
 }
 
 TEST_F(AttentionKernel, AttentionMassMatchesReference) {
