@@ -38,20 +38,33 @@ __kernel void rope_store_kv(__global float* qkv, const int ld, const int head_di
 
 // Re-rotates cached (already rotated) keys by a per-entry position delta, which equals
 // rotating the pre-RoPE key at the new position: R(p + d) = R(d) R(p). Used by the pot to
-// give survivors fresh positions after compaction (CR-RoPE).
-//   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap] int (0 = unchanged)
-__kernel void rope_shift(__global kv_t* k_cache, const int cap, const int head_dim, const int n_rot,
-                         __global const int* delta, const int n_slots, const float theta_base) {
+// give survivors fresh positions after compaction (CR-RoPE), and by the sliding-window store.
+// Two kernels, so that the layers of a store that share one delta list (every layer, when the
+// pot's choice is shared across layers; every slide) pay the pow/sin/cos once, not per layer:
+//   rope_shift_angles: table[h][slot][i] = (cos, sin) of delta[h][slot] * theta^(-2i/n_rot)
+//   rope_shift:        k_cache[h][slot] rotated by its table entry (delta 0: untouched)
+//   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap] int   table: [n_heads][cap][n_rot/2] float2
+__kernel void rope_shift_angles(__global const int* delta, const int cap, const int n_rot, const int n_slots,
+                                const float theta_base, __global float2* table) {
   const int i = get_global_id(0);
   const int slot = get_global_id(1);
   const int h = get_global_id(2);
   if (2 * i >= n_rot || slot >= n_slots) return;
   const int d = delta[h * cap + slot];
-  if (d == 0) return;
   const float angle = (float)d * pow(theta_base, -2.0f * (float)i / (float)n_rot);
-  const float c = cos(angle), s = sin(angle);
+  table[((size_t)h * cap + slot) * (n_rot / 2) + i] = (float2)(cos(angle), sin(angle));
+}
+
+__kernel void rope_shift(__global kv_t* k_cache, const int cap, const int head_dim, const int n_rot,
+                         __global const int* delta, const int n_slots, __global const float2* table) {
+  const int i = get_global_id(0);
+  const int slot = get_global_id(1);
+  const int h = get_global_id(2);
+  if (2 * i >= n_rot || slot >= n_slots) return;
+  if (delta[h * cap + slot] == 0) return;
+  const float2 cs = table[((size_t)h * cap + slot) * (n_rot / 2) + i];
   __global kv_t* x = k_cache + ((size_t)h * cap + slot) * head_dim + 2 * i;
   const float x0 = KV_LOAD(x), x1 = KV_LOAD(x + 1);
-  KV_STORE(x0 * c - x1 * s, x);
-  KV_STORE(x0 * s + x1 * c, x + 1);
+  KV_STORE(x0 * cs.x - x1 * cs.y, x);
+  KV_STORE(x0 * cs.y + x1 * cs.x, x + 1);
 }

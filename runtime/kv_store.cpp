@@ -21,7 +21,8 @@ uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity, bool half, 
 
 uint64_t KvStore::compaction_bytes(const LlamaConfig& cfg, int capacity, bool half) {
   const uint64_t per_head = static_cast<uint64_t>(capacity) * cfg.n_head_kv;
-  return per_head * cfg.head_dim * (half ? 2 : 4) + 2 * per_head * sizeof(int);
+  return per_head * cfg.head_dim * (half ? 2 : 4) + 2 * per_head * sizeof(int) +
+         ops::rope_shift_table_bytes(cfg.n_head_kv, capacity, cfg.n_rot);
 }
 
 void KvStore::ensure_compaction_buffers() {
@@ -34,6 +35,7 @@ void KvStore::ensure_compaction_buffers() {
   compact_tmp_ = mem.alloc(category, keys_.at(0).bytes(), prefix + "compact_copy");
   slots_ = mem.alloc(category, per_head * sizeof(int), prefix + "survivors");
   delta_ = mem.alloc(category, per_head * sizeof(int), prefix + "position_delta");
+  angles_ = mem.alloc(category, ops::rope_shift_table_bytes(cfg_.n_head_kv, capacity_, cfg_.n_rot), prefix + "delta_angles");
 }
 
 KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half, KvKind kind)
@@ -94,9 +96,13 @@ void KvStore::rerotate(int layer, const std::vector<int>& delta) {
   if (delta.size() != size_t(cfg_.n_head_kv) * capacity_)
     throw cl::ClError("KV rerotate: delta must be [n_kv_heads][capacity]");
   ensure_compaction_buffers();
-  ctx_.write(delta_, delta.data(), delta.size() * sizeof(int));
-  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, delta_, size_, rope_theta_,
-                  half_);
+  if (delta != angles_of_ || size_ != angles_slots_) {  // layers with the same list reuse its angles
+    ctx_.write(delta_, delta.data(), delta.size() * sizeof(int));
+    ops::rope_shift_angles(ctx_, delta_, cfg_.n_head_kv, capacity_, cfg_.n_rot, size_, rope_theta_, angles_);
+    angles_of_ = delta;
+    angles_slots_ = size_;
+  }
+  ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, delta_, size_, angles_, half_);
   ctx_.finish();
 }
 

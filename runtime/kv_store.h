@@ -31,8 +31,8 @@ class KvStore {
   static std::vector<int> layers_of(const LlamaConfig& cfg, KvKind kind);
   static uint64_t bytes_needed(const LlamaConfig& cfg, int capacity, bool half = false, KvKind kind = KvKind::Global);
   // Device bytes compact() and rerotate() hold once used (category pot_scoring for the
-  // global store, kv_cache for the local one): a copy of one layer's K or V and the per-head
-  // slot and delta lists.
+  // global store, kv_cache for the local one): a copy of one layer's K or V, the per-head
+  // slot and delta lists, and the delta list's rotation table.
   static uint64_t compaction_bytes(const LlamaConfig& cfg, int capacity, bool half = false);
   // Capacity of the local store for chunks of up to max_chunk tokens: the window behind a
   // chunk's first query, plus the chunk.
@@ -89,6 +89,9 @@ class KvStore {
   cl::Buffer compact_tmp_;          // [n_kv_heads][capacity][head_dim]: gather source
   cl::Buffer slots_;                // [n_kv_heads][capacity] int: survivors
   cl::Buffer delta_;                // [n_kv_heads][capacity] int: position change
+  cl::Buffer angles_;               // [n_kv_heads][capacity][n_rot/2] float2: (cos, sin) of delta_
+  std::vector<int> angles_of_;      // the delta list angles_ was computed from (empty: none)
+  int angles_slots_ = 0;            // and its slot count
   void ensure_compaction_buffers();
 };
 

@@ -103,9 +103,15 @@ void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, 
                    bool kv_half = false);
 // Host side: the (cos, sin) table for positions pos[0..n) as rope_store_kv reads it.
 std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta);
-// rope.cl: re-rotate cached keys by delta[h][slot]            k_cache: [n_heads][cap][head_dim]
+// rope.cl: re-rotate cached keys by delta[h][slot], in two steps so that layers sharing one
+// delta list compute its angles once: rope_shift_angles fills the (cos, sin) table from delta,
+// rope_shift applies it to one layer.   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap]
+//                                       table: [n_heads][cap][n_rot/2] float2 (rope_shift_table_bytes)
+size_t rope_shift_table_bytes(int n_heads, int cap, int n_rot);
+void rope_shift_angles(Context& c, const Buffer& delta, int n_heads, int cap, int n_rot, int n_slots, float theta,
+                       Buffer& table);
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,
-                int n_slots, float theta, bool kv_half = false);
+                int n_slots, const Buffer& table, bool kv_half = false);
 
 // elementwise.cl
 void swiglu(Context& c, const Buffer& gu, int n_rows, int n_ff, Buffer& act);  // gu: [n][2*n_ff]

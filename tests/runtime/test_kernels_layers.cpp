@@ -229,7 +229,9 @@ TEST_F(LayerKernel, RopeShiftMatchesReference) {
   const std::vector<float> k = random_floats(s.floats(), 300);
   auto d_k = upload(k);
   auto d_delta = upload(s.delta);
-  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, s.theta);
+  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
+  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_table);
+  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
   std::vector<float> expect = k;
   ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
   // Slots >= n_slots and entries with delta 0 must be untouched.
@@ -262,7 +264,9 @@ TEST_F(LayerKernel, RopeShiftOfRopeEqualsRopeAtShiftedPosition) {
 
   auto d_k = upload(at_p);
   auto d_delta = upload(s.delta);
-  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, s.theta);
+  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
+  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_table);
+  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
   auto tol = [&](size_t i) { return s.tol(expect, i, rope_tol(s.delta[i / s.head_dim])); };
   EXPECT_TRUE(all_close("rope_shift(rope(k, p), d) vs rope(k, p + d)", download_all(d_k), expect, tol));
 }

@@ -74,6 +74,39 @@ TEST_P(KvStoreTest, ShiftingAllPositionsLeavesLogitsUnchanged) {
   EXPECT_LE(diff, GetParam() == "f16" ? kShiftTolF16 : kShiftTol);
 }
 
+// rerotate() computes the angles of a delta list once and reuses them while the next layer
+// brings the same list: a list that changes from one call to the next must get its own
+// angles. Every layer is moved by +37 and straight back by -37 (a new list each call), so the
+// cache must end where it started, up to two fp32 rotations per key; reusing stale angles
+// would leave every key 74 positions off.
+TEST_P(KvStoreTest, AlternatingDeltasGetTheirOwnAngles) {
+  Engine& e = engine();
+  const auto tokens = e.chat_prompt("", "Name three colours of the rainbow.");
+  e.kv().reset();
+  e.forward().eval(tokens);
+  e.forward().eval({tokens.back()});
+  const auto reference = e.forward().last_logits();
+
+  e.kv().reset();
+  e.forward().eval(tokens);
+  const int n = e.kv().size();
+  const auto& cfg = e.config();
+  std::vector<int> there(size_t(cfg.n_head_kv) * e.kv().capacity(), 0), back = there;
+  for (int h = 0; h < cfg.n_head_kv; ++h)
+    for (int s = 0; s < n; ++s) {
+      there[size_t(h) * e.kv().capacity() + s] = 37;
+      back[size_t(h) * e.kv().capacity() + s] = -37;
+    }
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    e.kv().rerotate(l, there);
+    e.kv().rerotate(l, back);
+  }
+  e.forward().eval({tokens.back()});
+  const double diff = max_abs_diff(reference, e.forward().last_logits());
+  std::printf("+37 then -37 per layer: max |logit diff| %.2e\n", diff);
+  EXPECT_LE(diff, GetParam() == "f16" ? kShiftTolF16 : kShiftTol);
+}
+
 // Compaction moves each head's entries on its own. Permuting every head differently and
 // then applying the inverse permutations must restore the cache bit for bit, and a cache
 // permuted differently per head must still give the same logits up to summation order
