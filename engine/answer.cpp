@@ -68,7 +68,8 @@ nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
           {"cr_rope", o.cr_rope},           {"cycles", s.cycles},
           {"tokens_read", s.tokens_read},   {"max_position", s.max_position},
           {"catalyst_s", s.catalyst_s},     {"novelty_s", s.novelty_s},
-          {"compact_s", s.compact_s},       {"digest", digest_hex(pot.digest())}};
+          {"compact_s", s.compact_s},       {"catalyst_fused", s.catalyst_fused},
+          {"digest", digest_hex(pot.digest())}};
 }
 
 Answer answer_full(Engine& engine, const PromptParts& parts, const AnswerOptions& o, const GenerateOptions& go) {

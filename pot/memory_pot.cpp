@@ -168,6 +168,7 @@ void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<Toke
   decoding_ = false;
   catalyst_ = catalyst;
   question_rows_ = question_rows > 0 && opts_.cap_question_rows ? std::min<int>(question_rows, catalyst.size()) : 0;
+  cap_measured_ = false;
   stream_pos_ = 0;
   pending_nuc_ = kNoScore;
   last_token_ = -1;
@@ -187,16 +188,36 @@ void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<Toke
 
 // Evaluates tokens[from, from+n) into the next slots. With score, every row's NLL of the
 // token after it becomes that token's NuC (the last row's waits in pending_nuc_).
-void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score) {
+void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score,
+                           bool with_catalyst) {
   const int s0 = kv_.size();
   const int p0 = kv_.next_position();
+  cap_measured_ = false;  // whatever was measured, the pot now holds more
+  std::vector<TokenId> rows(tokens.begin() + from, tokens.begin() + from + n);
   EvalOptions eo;
   if (needs_.accumulated) eo.mass = &mass_;  // H2O: every query adds its attention
+  const int c = with_catalyst ? static_cast<int>(catalyst_.size()) : 0;
+  if (with_catalyst) {  // CaP: the catalyst's question rows, after the chunk's (causal: they see all of it)
+    rows.insert(rows.end(), catalyst_.begin(), catalyst_.end());
+    ctx_.fill_zero(mass_, mass_.bytes());
+    eo.mass = &mass_;
+    eo.mass_from_row = n;
+    eo.mass_to_row = n + (question_rows_ > 0 ? question_rows_ : c);
+  }
   {
     trace::Span span(decoding_ ? "decode" : "prefill", decoding_ ? "decode token" : "prefill chunk",
-                     {{"tokens", n}, {"pot_entries", s0}});
-    fwd_.eval(std::vector<TokenId>(tokens.begin() + from, tokens.begin() + from + n), eo);
+                     {{"tokens", n}, {"pot_entries", s0}, {"catalyst_rows", c}});
+    const auto t0 = Clock::now();
+    fwd_.eval(rows, eo);
     trace::sync(ctx_.queue());
+    if (with_catalyst) {
+      // The catalyst's share of the pass, by rows (what it costs run alone is more: the
+      // products' weight preparation does not shrink with the rows).
+      stats_.catalyst_s += seconds_since(t0) * c / (n + c);
+      kv_.set_size(s0 + n, p0 + n);
+      cap_measured_ = true;
+      ++stats_.catalyst_fused;
+    }
   }
   std::vector<float> nll;
   if (score && needs_.novelty) {
@@ -244,7 +265,13 @@ void MemoryPot::read(const std::vector<TokenId>& tokens, TokenId next, int still
       if (room <= 0) throw std::logic_error("memory pot: a distillation freed no room");
     }
     const int n = static_cast<int>(std::min<size_t>({size_t(room), size_t(fwd_.max_chunk()), tokens.size() - i}));
-    eval_chunk(tokens, i, n, next, true);
+    // The chunk that fills the room distills next: its forward pass runs the catalyst too,
+    // so CaP costs its rows' share of a chunk instead of a forward pass of its own. Not with
+    // sliding-window layers, whose store would have to take the catalyst back mid-chunk.
+    const bool distills_next = reserve > 0 && n == room && i + n < tokens.size();
+    const bool fuse = distills_next && needs_.catalyst && opts_.fuse_catalyst && !cfg_.has_local_layers() &&
+                      n + static_cast<int>(catalyst_.size()) <= fwd_.max_chunk();
+    eval_chunk(tokens, i, n, next, true, fuse);
     i += n;
     if (on_chunk_) on_chunk_(static_cast<int>(i));
   }
@@ -368,7 +395,8 @@ void MemoryPot::distill() {
   std::vector<float> mass;
   {
     trace::Span span("ccd", needs_.catalyst ? "CaP (catalyst attention)" : "measure (last query)");
-    if (needs_.catalyst) measure_catalyst();
+    if (needs_.catalyst && !cap_measured_) measure_catalyst();
+    cap_measured_ = false;
     if (needs_.last_query) measure_last_query();
     trace::sync(ctx_.queue());
   }

@@ -44,6 +44,9 @@ struct PotOptions {
   // CaP counts the attention of the catalyst's question rows only, not of the chat template's
   // tail after them (which attends to the template, not to the facts). false: every row.
   bool cap_question_rows = true;
+  // CaP's catalyst runs in the forward pass of the chunk before a distillation when it fits
+  // (MemoryPot::read); false: always in a pass of its own (tests compare the two).
+  bool fuse_catalyst = true;
 };
 
 // The token counts a pot has to fit, known before any device work.
@@ -58,7 +61,8 @@ struct PotStats {
   int cycles = 0;           // distillations run
   long long tokens_read = 0;  // prompt tokens (the answer's are not counted)
   int max_position = 0;     // highest RoPE position any key had
-  double catalyst_s = 0;    // running the catalyst prompt (CaP)
+  double catalyst_s = 0;    // running the catalyst prompt (CaP; in a fused chunk, its rows' share)
+  int catalyst_fused = 0;   // catalysts that ran in the pass of the chunk before their distillation
   double novelty_s = 0;     // per-token NLL of what was read (NuC)
   double compact_s = 0;     // selection, compaction and re-rotation
 };
@@ -127,7 +131,12 @@ class MemoryPot {
   std::vector<int> sources(int layer, int head) const;
 
  private:
-  void eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score);
+  // with_catalyst: the catalyst prompt rides along after the chunk's rows in the same
+  // forward pass (the chunk after which the pot distills; see read()): its question rows'
+  // attention is CaP's measure, exactly what measure_catalyst() would take next, and its
+  // entries are dropped again.
+  void eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score,
+                  bool with_catalyst = false);
   void measure_catalyst();
   // The policy's plan run on the device: the scores stay there, the survivor list of each
   // group (a layer, a head, or all of them) comes back. Returns [n_layer][n_kv_heads][keep].
@@ -147,6 +156,7 @@ class MemoryPot {
   PolicyNeeds needs_;
   std::vector<TokenId> catalyst_;
   int question_rows_ = 0;  // catalyst rows whose attention counts
+  bool cap_measured_ = false;  // mass_ holds CaP's measure of the pot as it is (set by a fused chunk)
   TokenId last_token_ = -1;  // the last token read (TOVA re-runs it)
   int last_unit_ = -1;       // its word / digit run
   std::pair<int, int> oracle_{-1, -1};

@@ -173,6 +173,7 @@ void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& cataly
   // it do so now (reserving no room), so the store written below is not wiped by the next eval.
   fwd_.reserve_window(0);
   decoding_ = false;
+  cap_measured_ = false;  // a snapshot holds no measure: the next distillation takes its own
   catalyst_ = catalyst;
   question_rows_ = question_rows > 0 && opts_.cap_question_rows ? std::min<int>(question_rows, catalyst.size()) : 0;
   pinned_ = s.pinned;

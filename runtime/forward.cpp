@@ -325,8 +325,8 @@ std::vector<float> Forward::last_logits() {
 
 std::vector<float> Forward::token_nll(const std::vector<TokenId>& targets) {
   const LlamaConfig& c = m_.cfg;
-  const int n = last_n_;
-  if (static_cast<int>(targets.size()) != n) throw cl::ClError("token_nll: need one target per evaluated row");
+  const int n = static_cast<int>(targets.size());
+  if (n < 1 || n > last_n_) throw cl::ClError("token_nll: need one target per scored row of the last eval");
   ctx_.write(targets_, targets.data(), n * sizeof(int));
   ops::ce_init(ctx_, ce_m_, ce_s_, ce_t_, n);
   const ops::DeviceWeight& head = m_.lm_head();

@@ -42,8 +42,9 @@ class Forward {
   void eval(const std::vector<TokenId>& tokens, const EvalOptions& opts = {});
   // Logits [n_vocab] of the last row of the last eval().
   std::vector<float> last_logits();
-  // -log p(targets[r] | rows <= r) for the rows of the last eval(); targets[r] < 0 skips a row
-  // (its value is NaN). Tiled over the vocabulary: no [n x n_vocab] matrix is ever held.
+  // -log p(targets[r] | rows <= r) for the first targets.size() rows of the last eval() (rows
+  // after them are not scored: the pot's catalyst rows); targets[r] < 0 skips a row (its value
+  // is NaN). Tiled over the vocabulary: no [n x n_vocab] matrix is ever held.
   std::vector<float> token_nll(const std::vector<TokenId>& targets);
   int max_chunk() const { return max_chunk_; }
   // --round-activations: round every product's input in place to what llama.cpp's CPU backend

@@ -118,6 +118,33 @@ TEST_P(DistillingPot, KeepsConsistentBookkeepingAndIsDeterministic) {
 INSTANTIATE_TEST_SUITE_P(CrRope, DistillingPot, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "CrRope" : "StreamPositions"; });
 
+// The catalyst that runs in the pass of the chunk before a distillation (fuse_catalyst) sees
+// the same pot as the pass of its own it replaces: same slots and positions, and every row's
+// products, attention and mass are computed alone, so the pot must end bit for bit the same
+// (digest: every slot's source, position and NuC score), with the same answer.
+TEST(MemoryPot, CatalystInTheChunkBeforeADistillationEqualsItsOwnPass) {
+  auto e = make_engine(tiny_model());
+  const PromptParts parts = e->prompt_parts("", document(40), kQuestion);
+  for (const char* policy : {"infinipot", "cap"}) {
+    SCOPED_TRACE(policy);
+    PotOptions po = pot_options(0, 0, policy, true);
+    const Catalyst catalyst = catalyst_for(*e, parts, po);
+    po.capacity = int(parts.prefix.size()) + int(catalyst.tokens.size()) + 48;
+    po.fuse_catalyst = true;
+    const PotRun fused = run_pot(*e, parts, catalyst, po, 8, true, false, true);
+    const uint64_t fused_digest = e->pot()->digest();
+    po.fuse_catalyst = false;
+    const PotRun alone = run_pot(*e, parts, catalyst, po, 8, true, false, true);
+    EXPECT_GE(alone.stats.cycles, 3);
+    EXPECT_EQ(alone.stats.catalyst_fused, 0);
+    EXPECT_GE(fused.stats.catalyst_fused, alone.stats.cycles - 1) << "every distillation but the last one reads on after";
+    EXPECT_EQ(fused.stats.cycles, alone.stats.cycles);
+    EXPECT_EQ(fused_digest, e->pot()->digest());
+    EXPECT_EQ(fused.sources, alone.sources);
+    EXPECT_EQ(fused.result.tokens, alone.result.tokens);
+  }
+}
+
 // After generate() decodes, the KV store also holds the answer's tokens; append() records
 // their stream indices too (an earlier version left stale ones there, and the --pot-watch
 // report counted them as kept text).
