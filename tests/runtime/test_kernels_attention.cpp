@@ -63,18 +63,24 @@ std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
   return random_floats(size_t(c.n) * ldq, seed, -c.q_amp, c.q_amp);
 }
 
-class AttentionKernel : public testing_support::KernelTest {};
-
-// Every attention variant: the untiled kernel (1 row per work-item), the tiled one with the
-// default tile and a small one whose tile boundaries fall inside the test cases, and vec16
-// (a work-item per row and head; its 16-key blocks end inside the cases too).
-TEST_F(AttentionKernel, AttentionMatchesReference) {
+// Every attention variant, each in a context tuned to run it: the untiled kernel (1 row per
+// work-item), the tiled one with the default tile and a small one whose tile boundaries fall
+// inside the test cases, and vec16 (a work-item per row and head; its 16-key blocks end
+// inside the cases too).
+std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_variants() {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
   variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
   variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
                                          "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
   variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  return variants;
+}
+
+class AttentionKernel : public testing_support::KernelTest {};
+
+TEST_F(AttentionKernel, AttentionMatchesReference) {
+  auto variants = attention_variants();
   for (auto& [variant, context] : variants)
   for (const Case& c : kCases) {
     SCOPED_TRACE(variant);
@@ -106,12 +112,7 @@ TEST_F(AttentionKernel, AttentionMatchesReference) {
 // Windows shorter than the history, than the chunk, and of one slot; every variant, so the
 // tiled kernel's tiles start inside a window and hold keys some rows of the group must skip.
 TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
-  std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
-  variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
-  variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
-  variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
-                                         "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
-  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  auto variants = attention_variants();
   const Case cases[] = {{4, 1, 64, 40, 13, 12.0f}, {6, 2, 16, 0, 29}, {3, 1, 16, 23, 1}};
   for (auto& [variant, context] : variants)
     for (const Case& c : cases)
@@ -150,11 +151,7 @@ TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
 // against the reference on the same values rounded to half. A variant that read the half
 // store as floats would see garbage, not a near miss.
 TEST_F(AttentionKernel, HalfStoreMatchesReference) {
-  std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
-  variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
-  variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
-                                         "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
-  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  auto variants = attention_variants();
   const Case cases[] = {{6, 2, 64, 23, 7, 12.0f}, {3, 1, 16, 40, 5}, {4, 1, 64, 0, 19}};
   for (auto& [variant, context] : variants)
     for (const Case& c : cases) {

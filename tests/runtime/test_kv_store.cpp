@@ -48,23 +48,33 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 constexpr double kShiftTol = 1e-3;
 constexpr double kShiftTolF16 = 2e-2;
 
-TEST_P(KvStoreTest, ShiftingAllPositionsLeavesLogitsUnchanged) {
-  Engine& e = engine();
-  const auto tokens = e.chat_prompt("", "Name three colours of the rainbow.");
+// The logits of the prompt's last token evaluated once more after the prompt.
+std::vector<float> logits_after(Engine& e, const std::vector<TokenId>& tokens) {
   e.kv().reset();
   e.forward().eval(tokens);
   e.forward().eval({tokens.back()});
-  const auto reference = e.forward().last_logits();
+  return e.forward().last_logits();
+}
+
+// A rerotate() delta list moving the first n entries of every head by d.
+std::vector<int> uniform_delta(Engine& e, int n, int d) {
+  std::vector<int> delta(size_t(e.config().n_head_kv) * e.kv().capacity(), 0);
+  for (int h = 0; h < e.config().n_head_kv; ++h)
+    for (int s = 0; s < n; ++s) delta[size_t(h) * e.kv().capacity() + s] = d;
+  return delta;
+}
+
+TEST_P(KvStoreTest, ShiftingAllPositionsLeavesLogitsUnchanged) {
+  Engine& e = engine();
+  const auto tokens = e.chat_prompt("", "Name three colours of the rainbow.");
+  const auto reference = logits_after(e, tokens);
 
   e.kv().reset();
   e.forward().eval(tokens);
   const int n = e.kv().size();
   const int shift = 37;  // every cached key moves from p to p + 37, and so does the next token
-  const auto& cfg = e.config();
-  std::vector<int> delta(size_t(cfg.n_head_kv) * e.kv().capacity(), 0);
-  for (int h = 0; h < cfg.n_head_kv; ++h)
-    for (int s = 0; s < n; ++s) delta[size_t(h) * e.kv().capacity() + s] = shift;
-  for (int l = 0; l < cfg.n_layer; ++l) e.kv().rerotate(l, delta);
+  const std::vector<int> delta = uniform_delta(e, n, shift);
+  for (int l = 0; l < e.config().n_layer; ++l) e.kv().rerotate(l, delta);
   e.kv().set_size(n, e.kv().next_position() + shift);
   e.forward().eval({tokens.back()});
   const auto shifted = e.forward().last_logits();
@@ -82,22 +92,13 @@ TEST_P(KvStoreTest, ShiftingAllPositionsLeavesLogitsUnchanged) {
 TEST_P(KvStoreTest, AlternatingDeltasGetTheirOwnAngles) {
   Engine& e = engine();
   const auto tokens = e.chat_prompt("", "Name three colours of the rainbow.");
-  e.kv().reset();
-  e.forward().eval(tokens);
-  e.forward().eval({tokens.back()});
-  const auto reference = e.forward().last_logits();
+  const auto reference = logits_after(e, tokens);
 
   e.kv().reset();
   e.forward().eval(tokens);
   const int n = e.kv().size();
-  const auto& cfg = e.config();
-  std::vector<int> there(size_t(cfg.n_head_kv) * e.kv().capacity(), 0), back = there;
-  for (int h = 0; h < cfg.n_head_kv; ++h)
-    for (int s = 0; s < n; ++s) {
-      there[size_t(h) * e.kv().capacity() + s] = 37;
-      back[size_t(h) * e.kv().capacity() + s] = -37;
-    }
-  for (int l = 0; l < cfg.n_layer; ++l) {
+  const std::vector<int> there = uniform_delta(e, n, 37), back = uniform_delta(e, n, -37);
+  for (int l = 0; l < e.config().n_layer; ++l) {
     e.kv().rerotate(l, there);
     e.kv().rerotate(l, back);
   }

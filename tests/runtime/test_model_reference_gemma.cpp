@@ -200,7 +200,9 @@ TEST(GemmaPot, ReadsThroughAPotOverTheGlobalLayers) {
   EXPECT_GT(j["pot"]["cycles"].get<int>(), 0);
   EXPECT_LE(j["pot"]["max_position"].get<int>(), 128);
   const uint64_t entry = 2ull * 256 * 4;  // K and V of one token in one layer
-  const uint64_t expected = 3 * 128 * entry + 15 * (512 + 128) * entry + (512 + 128) * (256 * 4 + 8);
+  // the local store's compaction buffers: a layer's K copy, slot and delta lists, and the
+  // delta list's (cos, sin) table (128 float pairs per slot)
+  const uint64_t expected = 3 * 128 * entry + 15 * (512 + 128) * entry + (512 + 128) * (256 * 4 + 8 + 128 * 8);
   EXPECT_EQ(j["device_bytes"]["kv_cache"].get<uint64_t>(), expected);
 }
 
