@@ -2,6 +2,7 @@
 // against their CPU references in tests/support/cpu_ref.h.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 #include <gtest/gtest.h>
@@ -241,6 +242,26 @@ TEST_F(LayerKernel, RopeShiftMatchesReference) {
     return s.tol(expect, i, rope_tol(s.delta[e]));
   };
   EXPECT_TRUE(all_close("rope_shift", download_all(d_k), expect, tol));
+}
+
+// A (cos, sin) table smaller than [n_heads][cap][n_rot/2] pairs is refused before any launch,
+// by both steps, naming the table.
+TEST_F(LayerKernel, RopeShiftRefusesATableTooSmall) {
+  ShiftCase s;
+  auto d_k = upload(random_floats(s.floats(), 302));
+  auto d_delta = upload(s.delta);
+  auto small = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot) - 8,
+                                    "table");
+  auto refused = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const cl::ClError& e) {
+      return std::string(e.what()).find("rope_shift table too small") != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused([&] { ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, small); }));
+  EXPECT_TRUE(refused([&] { ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, small); }));
 }
 
 // The pot re-positions surviving keys with rope_shift instead of re-running RoPE on pre-RoPE
