@@ -25,7 +25,11 @@ inline size_t group_row(int g, int head_groups, int members_l, int members_h, in
 
 // Inclusive scan of scan[0..lsz) in place (FROM_RIGHT: from the last item down), after every item
 // stored its value at scan[lid]. Uses lid and lsz; every item of the work-group must run it.
+// The first barrier publishes those stores: without it an item reads its neighbour's slot
+// before the neighbour wrote it wherever the two run apart (NVIDIA: across each 32-item warp;
+// PoCL happened to run the stores first).
 #define WG_SCAN(OP, IDENTITY, FROM_RIGHT)                                                   \
+  barrier(CLK_LOCAL_MEM_FENCE);                                                           \
   for (int off = 1; off < lsz; off <<= 1) {                                               \
     const int src = FROM_RIGHT ? lid + off : lid - off;                                   \
     const int v = (src >= 0 && src < lsz) ? scan[src] : (IDENTITY);                       \

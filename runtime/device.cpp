@@ -59,7 +59,8 @@ nlohmann::json DeviceInfo::to_json() const {
           {"compute_units", compute_units}, {"native_float_width", native_float_width},
           {"max_work_group_size", max_work_group_size},
           {"fp16", fp16},
-          {"subgroups", subgroups}};
+          {"subgroups", subgroups},
+          {"exact_divide", exact_divide}};
 }
 
 std::vector<DeviceInfo> list_devices() {
@@ -97,6 +98,8 @@ std::vector<DeviceInfo> list_devices() {
       info.max_work_group_size = device_val<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       info.extensions = device_str(d, CL_DEVICE_EXTENSIONS);
       info.fp16 = has_ext(info.extensions, "cl_khr_fp16");
+      info.exact_divide =
+          (device_val<cl_device_fp_config>(d, CL_DEVICE_SINGLE_FP_CONFIG) & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
       info.subgroups = has_ext(info.extensions, "cl_khr_subgroups") ||
                        has_ext(info.extensions, "cl_intel_subgroups");
       out.push_back(std::move(info));

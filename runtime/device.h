@@ -28,6 +28,9 @@ struct DeviceInfo {
   size_t max_work_group_size = 0;
   bool fp16 = false;             // cl_khr_fp16
   bool subgroups = false;        // cl_khr_subgroups or cl_intel_subgroups
+  // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: -cl-fp32-correctly-rounded-divide-sqrt is accepted
+  // (OpenCL's default float division may be 2.5 ulp off: NVIDIA's is, PoCL's is exact).
+  bool exact_divide = false;
   std::string extensions;
 
   nlohmann::json to_json() const;
