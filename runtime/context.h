@@ -29,6 +29,11 @@ class Context {
   ~Context() { if (queue_) clFinish(queue_.get()); }
 
   const DeviceInfo& device() const { return device_; }
+  // Build option for kernels whose float quotients must round as the host's (quantization
+  // scales): OpenCL's default division may be 2.5 ulp off (NVIDIA's is), PoCL's is exact.
+  std::string exact_divide_option() const {
+    return device_.exact_divide ? " -cl-fp32-correctly-rounded-divide-sqrt" : "";
+  }
   const Tuning& tuning() const { return tuning_; }
   cl_context context() const { return ctx_.get(); }
   cl_command_queue queue() const { return queue_.get(); }

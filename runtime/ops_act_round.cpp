@@ -53,10 +53,8 @@ void round_activations(Context& c, Buffer& x, int n_rows, int k, ActRound kind) 
                       " is not a whole number of " + act_round_name(kind) + " blocks of " + std::to_string(block));
   if (x.bytes() < size_t(n_rows) * k * 4) throw cl::ClError("invalid launch: round_activations: input too small");
   const int kind_id = kind == ActRound::Q8_0 ? 1 : kind == ActRound::Q8_K ? 2 : 3;
-  // The scales are quotients that must round as the host's do (ggml's values exactly).
-  const std::string exact = c.device().exact_divide ? " -cl-fp32-correctly-rounded-divide-sqrt" : "";
   c.kernel("act_round.cl", "round_activations",
-           "-DKIND=" + std::to_string(kind_id) + " -DBLOCK=" + std::to_string(block) + exact)
+           "-DKIND=" + std::to_string(kind_id) + " -DBLOCK=" + std::to_string(block) + c.exact_divide_option())
       .args(x, k, n_rows)
       .launch(c.queue(), {size_t(k / block), size_t(n_rows)});
 }

@@ -126,7 +126,8 @@ void quantize_q8(Context& c, const Buffer& x, int n_rows, int k, Buffer& xq) {
   require(x.bytes() >= size_t(n_rows) * k * 4, "quantize_q8: input too small");
   require(xq.bytes() >= q8_bytes(n_rows, k), "quantize_q8: output too small");
   // The kernel is the same for every weight type; WTYPE only satisfies quant_formats.cl.
-  c.kernel("quant_formats.cl+matvec_q8.cl", "quantize_q8", wtype_option(gguf::TensorType::Q8_0))
+  // The scales and quotients must round as the C++ reference's (and llama.cpp's) do.
+  c.kernel("quant_formats.cl+matvec_q8.cl", "quantize_q8", wtype_option(gguf::TensorType::Q8_0) + c.exact_divide_option())
       .args(x, k, n_rows, xq)
       .launch(c.queue(), {size_t(k / 32), size_t(n_rows)});
 }

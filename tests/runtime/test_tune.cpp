@@ -33,6 +33,38 @@ TEST(Tuning, TheJsonDefaultGivesEveryKey) {
     if (std::string(k) != "gemm_tile_rows" || d[k] != "auto") EXPECT_EQ(t[k], d[k]) << k;
 }
 
+// Every measured device entry (the NVIDIA H200's, written by `infinipot tune` on that card) is
+// what a device of that name on that vendor's platform gets, key for key.
+TEST(Tuning, EveryDeviceEntryIsWhatItsDeviceGets) {
+  const json data = committed_tuning();
+  int entries = 0;
+  for (const auto& [vendor, v] : data["vendors"].items()) {
+    if (!v.is_object() || !v.contains("devices")) continue;
+    std::string platform;  // a platform name the vendor's first alias matches
+    for (const auto& alias : data["vendor_aliases"])
+      if (alias[0] == vendor) { platform = alias[1].get<std::string>(); break; }
+    ASSERT_FALSE(platform.empty()) << vendor << " has no vendor alias";
+    for (const auto& [name, entry] : v["devices"].items()) {
+      cl::DeviceInfo dev{};
+      dev.platform_name = platform;
+      dev.name = name;
+      const json got = cl::lookup_tuning(dev).to_json();
+      EXPECT_EQ(got["vendor"], vendor) << name;
+      EXPECT_EQ(got["device"], name) << name;
+      for (const char* k : cl::kTuningKeys)
+        if (entry.contains(k)) EXPECT_EQ(got[k], entry[k]) << vendor << " / " << name << ": " << k;
+      ++entries;
+    }
+  }
+  EXPECT_GE(entries, 1) << "no measured device entry in platforms/tuning.json";
+  cl::DeviceInfo h200{};
+  h200.platform_name = "NVIDIA CUDA", h200.vendor = "NVIDIA Corporation", h200.name = "NVIDIA H200";
+  const cl::Tuning t = cl::lookup_tuning(h200);
+  EXPECT_EQ(t.device_key, "nvidia h200");
+  EXPECT_EQ(t.gemm_backend, "clblast");
+  EXPECT_TRUE(t.matvec_int8.empty()) << "the integer decode products missed llama.cpp's bound on that card";
+}
+
 // gemm_tile_rows "auto": 8 rows of 16-float accumulators where the native float vector is 16
 // wide (AVX-512 has 32 such registers), 4 where it is narrower (AVX2: 8 rows would spill).
 TEST(Tuning, GemmTileRowsAutoFollowsTheNativeVectorWidth) {
