@@ -78,6 +78,85 @@ __kernel void attention(__global const float* q, const int ldq, __global const k
   write_rows(acc, m, s, g, i, out, ldo, lse, n_heads);
 }
 
+// Decode (one query row, at slot n_past) split over the keys: a work-group of SPLIT items
+// per KV head (-DSPLIT, the work-group size), item t taking keys first + t, first + t +
+// SPLIT, ...; each item keeps its own online softmax, then the group merges them (the
+// maximum, each item's sum and accumulator rescaled to it, then summed in item order) through
+// local memory, 64 floats per item at a time. A GPU then walks a 4K-entry cache with SPLIT
+// items per KV head instead of one; `attention` above is the one-item case.
+#ifdef SPLIT
+__kernel __attribute__((reqd_work_group_size(SPLIT, 1, 1)))
+void attention_decode_split(__global const float* q, __global const kv_t* k_cache,
+                            __global const kv_t* v_cache, const int cap, const int n_past, const float scale,
+                            __global float* out, __global float* lse, const int n_heads, const int window) {
+  __local float part[SPLIT * 64];
+  const int t = get_local_id(0), g = get_group_id(1);
+  float4 qv[GROUP][V4];
+  float4 acc[GROUP][V4];
+  float m[GROUP], s[GROUP];
+  for (int h = 0; h < GROUP; ++h) {
+    __global const float* qr = q + (g * GROUP + h) * HEAD_DIM;
+    for (int d = 0; d < V4; ++d) {
+      qv[h][d] = vload4(d, qr) * scale;
+      acc[h][d] = (float4)(0.0f);
+    }
+    m[h] = -INFINITY;
+    s[h] = 0.0f;
+  }
+  __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
+  __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
+  for (int j = max(0, n_past - window + 1) + t; j <= n_past; j += SPLIT) {
+    float4 kv[V4];
+    for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, kb + (size_t)j * HEAD_DIM);
+    float p[GROUP];
+    for (int h = 0; h < GROUP; ++h) {
+      float4 u = qv[h][0] * kv[0];
+      for (int d = 1; d < V4; ++d) u = fma(qv[h][d], kv[d], u);
+      const float score = (u.x + u.y) + (u.z + u.w);
+      if (score > m[h]) {
+        const float corr = exp(m[h] - score);
+        s[h] *= corr;
+        for (int d = 0; d < V4; ++d) acc[h][d] *= corr;
+        m[h] = score;
+      }
+      p[h] = exp(score - m[h]);
+      s[h] += p[h];
+    }
+    for (int d = 0; d < V4; ++d) {
+      const float4 vv = KV_LOAD4(d, vb + (size_t)j * HEAD_DIM);
+      for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h]), vv, acc[h][d]);
+    }
+  }
+  for (int h = 0; h < GROUP; ++h) {
+    const int head = g * GROUP + h;
+    part[t] = m[h];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float mx = -INFINITY;
+    for (int u = 0; u < SPLIT; ++u) mx = fmax(mx, part[u]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float f = m[h] == -INFINITY ? 0.0f : exp(m[h] - mx);  // an item that saw no key adds nothing
+    part[t] = s[h] * f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sum = 0.0f;
+    for (int u = 0; u < SPLIT; ++u) sum += part[u];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const float inv = 1.0f / sum;
+    for (int d0 = 0; d0 < V4; d0 += 16) {
+      const int w = min(16, V4 - d0);
+      for (int d = 0; d < w; ++d) vstore4(acc[h][d0 + d] * f, t * 16 + d, part);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int c = t; c < 4 * w; c += SPLIT) {
+        float o = 0.0f;
+        for (int u = 0; u < SPLIT; ++u) o += part[u * 64 + c];
+        out[head * HEAD_DIM + d0 * 4 + c] = o * inv;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t == 0) lse[head] = mx + log(sum);
+  }
+}
+#endif
+
 // Attention mass the query rows [r0, r1) of a chunk pay to each KV entry, summed over the
 // GROUP query heads of each KV head (the Catalyst-Prompt score of InfiniPot, Eq. 2):
 //   mass[g][j] += sum_{i in [r0,r1), j <= n_past+i < j + window} sum_{h in group g} exp(q_ih . k_gj * scale - lse[i][h])

@@ -142,6 +142,20 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
         .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)}, {size_t(rows), 1});
     return;
   }
+  if (n == 1) {
+    // Decode: SPLIT items per KV head share the keys (attention_decode_split), as many as the
+    // device allows (each holds 64 floats of local memory); 1 is the one-item kernel below.
+    const int split = static_cast<int>(std::min<uint64_t>(
+        {uint64_t(std::max(1, c.tuning().attention_decode_split)), c.device().max_work_group_size,
+         c.device().local_mem_bytes / (64 * sizeof(float))}));
+    if (split > 1) {
+      c.kernel("kv_format.cl+attention.cl", "attention_decode_split",
+               attention_options(s) + " -DSPLIT=" + std::to_string(split))
+          .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window)
+          .launch(c.queue(), {size_t(split), size_t(s.n_kv_heads)}, {size_t(split), 1});
+      return;
+    }
+  }
   c.kernel("kv_format.cl+attention.cl", "attention", attention_options(s))
       .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
       .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)});

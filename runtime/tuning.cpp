@@ -43,7 +43,8 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
     else
       throw ClError("platforms/tuning.json: 'gemm_tile_rows' must be 4, 8 or \"auto\", got " + v.dump());
   }
-  for (const char* k : {"matvec_local", "norm_local", "attention_tile_rows", "attention_key_tile", "prefill_chunk"})
+  for (const char* k : {"matvec_local", "norm_local", "attention_tile_rows", "attention_key_tile",
+                        "attention_decode_split", "prefill_chunk"})
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
                     j[k].dump());
@@ -66,19 +67,21 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
   t.attention_key_tile = j.value("attention_key_tile", t.attention_key_tile);
   t.attention_vec16 = j.value("attention_vec16", t.attention_vec16);
+  t.attention_decode_split = j.value("attention_decode_split", t.attention_decode_split);
   t.prefill_chunk = j.value("prefill_chunk", t.prefill_chunk);
   if (j.contains("clblast") && j["clblast"].is_object()) t.clblast = j["clblast"];
 }
 
 }  // namespace
 
-const char* const kTuningKeys[10] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_vec16",
-                                     "attention_tile_rows", "attention_key_tile", "matvec_int8", "matvec_fusion", "matvec_local", "norm_local"};
+const char* const kTuningKeys[11] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_vec16",
+                                     "attention_tile_rows", "attention_key_tile", "attention_decode_split", "matvec_int8", "matvec_fusion", "matvec_local", "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
           {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"attention_vec16", attention_vec16},
+          {"attention_decode_split", attention_decode_split},
           {"prefill_chunk", prefill_chunk}};
 }
 

@@ -26,6 +26,9 @@ struct Tuning {
   // Prefill attention runs attention_vec16 (a work-item per row and query head, float16
   // arithmetic; heads of a multiple of 16 floats) instead of attention_tiled / attention.
   bool attention_vec16 = false;
+  // Decode attention: work-items per KV head sharing the cache's keys (attention_decode_split);
+  // 1 = one work-item walks them all (what a CPU device runs best; a GPU idles on it).
+  int attention_decode_split = 0;
   int prefill_chunk = 0;               // tokens per prefill step
   std::vector<std::string> matvec_int8;  // weight types ("Q4_0", "Q4_1", "Q8_0") whose decode
                                         // products run in integers (matvec_q8.cl); others: float
@@ -37,7 +40,7 @@ struct Tuning {
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[10];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[11];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

@@ -43,6 +43,9 @@ struct Case {
 const Case kCases[] = {
     {2, 2, 16, 0, 1},  {2, 2, 64, 0, 7},   {6, 2, 64, 0, 7},        {6, 2, 64, 23, 1},     {3, 1, 16, 23, 7},
     {4, 4, 64, 40, 5}, {9, 3, 16, 11, 13}, {6, 2, 64, 23, 7, 12.0f}, {3, 1, 16, 40, 5, 12.0f},
+    // Decode rows: a long cache (many keys per item of a split), Gemma 3's 256-float heads (four
+    // 64-float slices in the split's merge), a 20-float head (a slice of 5 float4s).
+    {9, 3, 64, 300, 1}, {4, 1, 256, 150, 1}, {2, 1, 20, 57, 1, 12.0f},
 };
 
 // A KV cache of `cap` slots per head with `used` valid entries; the slots past them hold NaN,
@@ -74,6 +77,9 @@ std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_vari
   variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
                                          "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
   variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  // Decode rows (n == 1) split over 7 (not a power of two) and 64 items per KV head.
+  variants.emplace_back("decode split 7", testing_support::context_with_tuning("\"attention_decode_split\": 7"));
+  variants.emplace_back("decode split 64", testing_support::context_with_tuning("\"attention_decode_split\": 64"));
   return variants;
 }
 
