@@ -1,4 +1,5 @@
 #include "runtime/device.h"
+#include "runtime/icd_check.h"
 
 #include <algorithm>
 #include <cctype>
@@ -112,7 +113,8 @@ DeviceInfo select_device(const std::string& spec) {
   auto devices = list_devices();
   if (devices.empty())
     throw DeviceError(
-        "no OpenCL device found: no OpenCL platform (ICD) is installed or none has a device. "
+        "no OpenCL device found: no OpenCL platform (ICD) is installed or none has a device.\n" +
+        check_icd().describe() +
         "Install a driver, e.g. `apt-get install pocl-opencl-icd` for the CPU, and check with `clinfo -l`.");
   auto describe = [&] {
     std::string s;

@@ -7,6 +7,7 @@
 #include "model_loader/inspect.h"
 #include "model_loader/tokenizer.h"
 #include "runtime/device.h"
+#include "runtime/icd_check.h"
 #include "runtime/device_memory.h"
 #include "runtime/tuning.h"
 #include "tools/cli_common.h"
@@ -30,7 +31,8 @@ void add_devices_command(CLI::App& app) {
       return;
     }
     if (devices.empty()) {
-      std::cout << "no OpenCL devices found (is an ICD installed? try `apt-get install pocl-opencl-icd`)\n";
+      std::cout << "no OpenCL devices found (is an ICD installed? try `apt-get install pocl-opencl-icd`)\n"
+                << cl::check_icd().describe();
       return;
     }
     for (const auto& d : devices) {

@@ -88,7 +88,10 @@ TEST(CliOpenCl, NoPlatformSaysToInstallAnIcd) {
   const std::string model = test::real_model_path();
   ASSERT_FALSE(model.empty());
   auto r = run_infinipot({"run", "-m", model, "-p", "hi", "-n", "1"}, kNoIcd);
-  EXPECT_TRUE(fails_cleanly(r, {"no OpenCL", "ICD", "apt-get install pocl-opencl-icd"}, 1, kQuick));
+  // It also says why: the vendor folder the loader reads does not exist (the ICD check).
+  EXPECT_TRUE(fails_cleanly(r, {"no OpenCL", "ICD", "apt-get install pocl-opencl-icd",
+                                "OCL_ICD_VENDORS=/nonexistent-dir", "/nonexistent-dir, which does not exist"},
+                            1, kQuick));
   TempDir dir;
   const std::string text = dir.file("t.txt");
   std::ofstream(text) << "Some text to score.\n";
@@ -99,6 +102,7 @@ TEST(CliOpenCl, NoPlatformSaysToInstallAnIcd) {
   ASSERT_TRUE(succeeded(list));
   EXPECT_NE(list.out.find("no OpenCL devices found"), std::string::npos) << list.describe();
   EXPECT_NE(list.out.find("pocl-opencl-icd"), std::string::npos) << list.describe();
+  EXPECT_NE(list.out.find("which does not exist"), std::string::npos) << list.describe();
   auto json = run_infinipot({"devices", "--json"}, kNoIcd);
   ASSERT_TRUE(succeeded(json));
   EXPECT_TRUE(nlohmann::json::parse(json.out).at("devices").empty()) << json.out;
