@@ -31,6 +31,47 @@ inline void write_rows(float4 acc[GROUP][V4], const float* m, const float* s, in
   }
 }
 
+// The GROUP query heads of a KV head, scaled, from qg (the group's first head), and an empty
+// online softmax for each.
+inline void start_rows(float4 qv[GROUP][V4], float4 acc[GROUP][V4], float* m, float* s, __global const float* qg,
+                       const float scale) {
+  for (int h = 0; h < GROUP; ++h) {
+    for (int d = 0; d < V4; ++d) {
+      qv[h][d] = vload4(d, qg + h * HEAD_DIM) * scale;
+      acc[h][d] = (float4)(0.0f);
+    }
+    m[h] = -INFINITY;
+    s[h] = 0.0f;
+  }
+}
+
+// One key of an online softmax (FlashAttention-style, one pass) over the GROUP query heads of
+// a KV head: each head's score against key kj, then its running maximum m, sum s and
+// accumulator acc updated with value vj.
+inline void online_key(float4 qv[GROUP][V4], float4 acc[GROUP][V4], float* m, float* s, __global const kv_t* kj,
+                       __global const kv_t* vj) {
+  float4 kv[V4];
+  for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, kj);
+  float p[GROUP];
+  for (int h = 0; h < GROUP; ++h) {
+    float4 t = qv[h][0] * kv[0];
+    for (int d = 1; d < V4; ++d) t = fma(qv[h][d], kv[d], t);
+    const float score = (t.x + t.y) + (t.z + t.w);
+    if (score > m[h]) {
+      const float corr = exp(m[h] - score);
+      s[h] *= corr;
+      for (int d = 0; d < V4; ++d) acc[h][d] *= corr;
+      m[h] = score;
+    }
+    p[h] = exp(score - m[h]);
+    s[h] += p[h];
+  }
+  for (int d = 0; d < V4; ++d) {
+    const float4 vv = KV_LOAD4(d, vj);
+    for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h]), vv, acc[h][d]);
+  }
+}
+
 __kernel void attention(__global const float* q, const int ldq, __global const kv_t* k_cache,
                         __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                         const float scale, __global float* out, const int ldo, __global float* lse,
@@ -41,39 +82,12 @@ __kernel void attention(__global const float* q, const int ldq, __global const k
   float4 qv[GROUP][V4];
   float4 acc[GROUP][V4];
   float m[GROUP], s[GROUP];
-  for (int h = 0; h < GROUP; ++h) {
-    __global const float* qr = q + (size_t)i * ldq + (g * GROUP + h) * HEAD_DIM;
-    for (int d = 0; d < V4; ++d) {
-      qv[h][d] = vload4(d, qr) * scale;
-      acc[h][d] = (float4)(0.0f);
-    }
-    m[h] = -INFINITY;
-    s[h] = 0.0f;
-  }
+  start_rows(qv, acc, m, s, q + (size_t)i * ldq + g * GROUP * HEAD_DIM, scale);
   const int limit = n_past + i;
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
   for (int j = max(0, limit - window + 1); j <= limit; ++j) {
-    float4 kv[V4];
-    for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, kb + (size_t)j * HEAD_DIM);
-    float p[GROUP];
-    for (int h = 0; h < GROUP; ++h) {
-      float4 t = qv[h][0] * kv[0];
-      for (int d = 1; d < V4; ++d) t = fma(qv[h][d], kv[d], t);
-      const float score = (t.x + t.y) + (t.z + t.w);
-      if (score > m[h]) {
-        const float corr = exp(m[h] - score);
-        s[h] *= corr;
-        for (int d = 0; d < V4; ++d) acc[h][d] *= corr;
-        m[h] = score;
-      }
-      p[h] = exp(score - m[h]);
-      s[h] += p[h];
-    }
-    for (int d = 0; d < V4; ++d) {
-      const float4 vv = KV_LOAD4(d, vb + (size_t)j * HEAD_DIM);
-      for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h]), vv, acc[h][d]);
-    }
+    online_key(qv, acc, m, s, kb + (size_t)j * HEAD_DIM, vb + (size_t)j * HEAD_DIM);
   }
   write_rows(acc, m, s, g, i, out, ldo, lse, n_heads);
 }
@@ -94,38 +108,11 @@ void attention_decode_split(__global const float* q, __global const kv_t* k_cach
   float4 qv[GROUP][V4];
   float4 acc[GROUP][V4];
   float m[GROUP], s[GROUP];
-  for (int h = 0; h < GROUP; ++h) {
-    __global const float* qr = q + (g * GROUP + h) * HEAD_DIM;
-    for (int d = 0; d < V4; ++d) {
-      qv[h][d] = vload4(d, qr) * scale;
-      acc[h][d] = (float4)(0.0f);
-    }
-    m[h] = -INFINITY;
-    s[h] = 0.0f;
-  }
+  start_rows(qv, acc, m, s, q + g * GROUP * HEAD_DIM, scale);
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
   for (int j = max(0, n_past - window + 1) + t; j <= n_past; j += SPLIT) {
-    float4 kv[V4];
-    for (int d = 0; d < V4; ++d) kv[d] = KV_LOAD4(d, kb + (size_t)j * HEAD_DIM);
-    float p[GROUP];
-    for (int h = 0; h < GROUP; ++h) {
-      float4 u = qv[h][0] * kv[0];
-      for (int d = 1; d < V4; ++d) u = fma(qv[h][d], kv[d], u);
-      const float score = (u.x + u.y) + (u.z + u.w);
-      if (score > m[h]) {
-        const float corr = exp(m[h] - score);
-        s[h] *= corr;
-        for (int d = 0; d < V4; ++d) acc[h][d] *= corr;
-        m[h] = score;
-      }
-      p[h] = exp(score - m[h]);
-      s[h] += p[h];
-    }
-    for (int d = 0; d < V4; ++d) {
-      const float4 vv = KV_LOAD4(d, vb + (size_t)j * HEAD_DIM);
-      for (int h = 0; h < GROUP; ++h) acc[h][d] = fma((float4)(p[h]), vv, acc[h][d]);
-    }
+    online_key(qv, acc, m, s, kb + (size_t)j * HEAD_DIM, vb + (size_t)j * HEAD_DIM);
   }
   for (int h = 0; h < GROUP; ++h) {
     const int head = g * GROUP + h;
@@ -210,15 +197,7 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
   float4 qv[GROUP][V4];
   float4 acc[GROUP][V4];
   float m[GROUP], s[GROUP];
-  for (int h = 0; h < GROUP; ++h) {
-    __global const float* qr = q + (size_t)(active ? i : 0) * ldq + (g * GROUP + h) * HEAD_DIM;
-    for (int d = 0; d < V4; ++d) {
-      qv[h][d] = vload4(d, qr) * scale;
-      acc[h][d] = (float4)(0.0f);
-    }
-    m[h] = -INFINITY;
-    s[h] = 0.0f;
-  }
+  start_rows(qv, acc, m, s, q + (size_t)(active ? i : 0) * ldq + g * GROUP * HEAD_DIM, scale);
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
   for (int j0 = group_first; j0 <= group_limit; j0 += KEY_TILE) {
