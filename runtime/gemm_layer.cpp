@@ -38,6 +38,19 @@ GemmLayer::GemmLayer(cl::Context& ctx, const std::string& backend, int max_rows,
   weights_ = ctx.memory().alloc(cl::MemCategory::Gemm, max_weight_floats * 4, "gemm.weights_f32");
 }
 
+GemmLayer::GemmLayer(GemmLayer&& o) noexcept
+    : ctx_(o.ctx_), backend_(std::move(o.backend_)), input_(o.input_), in_rows_(o.in_rows_), in_k_(o.in_k_),
+      packed_a_(std::move(o.packed_a_)), weights_(std::move(o.weights_)), temp_(std::move(o.temp_)),
+      used_clblast_(o.used_clblast_) {
+  o.used_clblast_ = false;
+}
+
+GemmLayer::~GemmLayer() {
+  // Other contexts' CLBlast programs go too; they are rebuilt (from CLBlast's binary cache
+  // being gone as well, i.e. compiled again) on their next product.
+  if (used_clblast_) clblast::ClearCache();
+}
+
 void GemmLayer::set_input(const cl::Buffer& in, int n, int k) {
   input_ = &in;
   in_rows_ = n;
@@ -70,6 +83,7 @@ void GemmLayer::multiply_rows(const ops::DeviceWeight& W, int row0, int n_rows, 
 void GemmLayer::run_clblast(int m, int n, int k, cl::Buffer& out, int ldo, int col, bool accumulate) {
   using clblast::Layout;
   using clblast::Transpose;
+  used_clblast_ = true;
   size_t temp_bytes = 0;
   cl_command_queue q = ctx_.queue();
   auto status = clblast::GemmTempBufferSize<float>(Layout::kRowMajor, Transpose::kNo, Transpose::kYes, m, n, k, 0, k,

@@ -16,6 +16,11 @@ class GemmLayer {
  public:
   // max_rows: most input rows; max_k: widest input; max_panel_floats: largest dequantized W.
   GemmLayer(cl::Context& ctx, const std::string& backend, int max_rows, int max_k, size_t max_weight_floats);
+  GemmLayer(GemmLayer&& other) noexcept;
+  // A CLBlast layer clears CLBlast's process-wide caches: a cached program holds its OpenCL
+  // context, so without this every engine's context (and the driver's memory for it) outlived
+  // the engine.
+  ~GemmLayer();
   static cl::MemoryPlan plan(const std::string& backend, int max_rows, int max_k, size_t max_weight_floats);
 
   const std::string& backend() const { return backend_; }
@@ -36,6 +41,7 @@ class GemmLayer {
   cl::Buffer packed_a_;  // packed: [pad8(max_rows)][max_k]
   cl::Buffer weights_;   // packed: [pad16(rows)][K] panels; clblast: [rows][K] row-major
   cl::Buffer temp_;      // clblast's temporary buffer (grown on demand, through the allocator)
+  bool used_clblast_ = false;  // a CLBlast product ran (its programs are cached)
 };
 
 }  // namespace infinipot
