@@ -1,7 +1,6 @@
 #include "runtime/icd_check.h"
 
 #include <dlfcn.h>
-#include <link.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -51,11 +50,14 @@ IcdFile check_file(const fs::path& icd) {
     f.load_error = e ? e : "dlopen failed";
     return f;
   }
-  f.has_entry = dlsym(h, "clGetExtensionFunctionAddress") != nullptr || dlsym(h, "clIcdGetPlatformIDsKHR") != nullptr;
-  link_map* map = nullptr;
+  void* entry = dlsym(h, "clGetExtensionFunctionAddress");
+  if (!entry) entry = dlsym(h, "clIcdGetPlatformIDsKHR");
+  f.has_entry = entry != nullptr;
+  // The file the entry came from (dladdr, which bionic has too, unlike dlinfo).
+  Dl_info info{};
   std::error_code ec;
-  if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
-    f.resolved = fs::canonical(map->l_name, ec).string();
+  if (entry && dladdr(entry, &info) && info.dli_fname && *info.dli_fname)
+    f.resolved = fs::canonical(info.dli_fname, ec).string();
   return f;
 }
 

@@ -12,7 +12,7 @@ struct IcdFile {
   std::string path;        // /etc/OpenCL/vendors/pocl.icd
   std::string library;     // its first line: libpocl.so.2 or a full path
   std::string load_error;  // dlopen's words; empty when the library loads
-  std::string resolved;    // the loaded library's real path (symlinks followed); empty if it did not load
+  std::string resolved;    // the driver's real path (symlinks followed); empty unless it loads as a driver
   // It exports clGetExtensionFunctionAddress, through which the loader asks for
   // clIcdGetPlatformIDsKHR (or that entry itself).
   bool has_entry = false;
