@@ -181,6 +181,36 @@ TEST_F(GemmaReference, PerplexityUnderLlamaCppRoundingWithinOnePercentOfTheSameF
 // kv_cache is counted from the model's shape here (1 KV head of 256 dims, f32): 3 x 128
 // global entries, 15 x (512 + 128) local ones, and one local layer's K copy plus its
 // slot and delta lists for sliding.
+// CR-RoPE on Gemma 3: re-rotating every cached key of the global layers by the same delta,
+// and moving the next token's position with them, must leave the logits unchanged (attention
+// sees relative positions; the local layers keep their own positions).
+TEST(GemmaKvStore, ShiftingGlobalPositionsLeavesLogitsUnchanged) {
+  EngineOptions o;
+  o.model_path = test::gemma_model_path();
+  o.kv_type = "f32";
+  Engine e(o);
+  e.prepare(256);
+  const auto tokens = e.chat_prompt("", "The pass key is 31415. Remember it. The grass is green. The sky is blue.");
+  e.forward().eval(tokens);
+  e.forward().eval({tokens.back()});
+  const std::vector<float> reference = e.forward().last_logits();
+  for (const int shift : {37, -3}) {
+    e.kv().reset();
+    e.forward().eval(tokens);
+    const int n = e.kv().size(), cap = e.kv().capacity();
+    std::vector<int> delta(size_t(e.config().n_head_kv) * cap, 0);
+    for (int h = 0; h < e.config().n_head_kv; ++h) std::fill_n(delta.begin() + size_t(h) * cap, n, shift);
+    for (int l = 0; l < e.kv().n_layers(); ++l) e.kv().rerotate(l, delta);
+    e.kv().set_size(n, e.kv().next_position() + shift);
+    e.forward().eval({tokens.back()});
+    const std::vector<float> shifted = e.forward().last_logits();
+    double diff = 0;
+    for (size_t i = 0; i < reference.size(); ++i) diff = std::max(diff, double(std::fabs(reference[i] - shifted[i])));
+    std::printf("shift by %d: max |logit diff| %.2e\n", shift, diff);
+    EXPECT_LE(diff, 1e-3);
+  }
+}
+
 TEST(GemmaPot, ReadsThroughAPotOverTheGlobalLayers) {
   std::string doc;
   for (int i = 0; i < 60; ++i) doc += "Item " + std::to_string(i) + " of the list is a stone with the number " +
