@@ -251,13 +251,14 @@ std::string PolicySpec::config() const {
   if (alnum_units) s += ":units=alnum";
   if (cap_all_rows) s += ":cap_rows=all";
   if (general_catalyst) s += ":catalyst=general";
-  if (!cr_rope) s += ":cr_rope=0";
+  if (positions == PositionRule::Stream) s += ":cr_rope=0";  // the name older records carry
+  if (positions == PositionRule::Fit) s += ":positions=fit";
   if (oracle) s += ":oracle=1";
   return s;
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:catalyst=general:cr_rope=0:oracle=1, e.g. "
+  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:catalyst=general:cr_rope=0:positions=fit:oracle=1, e.g. "
                             "--policy full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
@@ -323,7 +324,11 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
       } else if (k == "cr_rope") {
         // The ablation is the off value; cr_rope=1 is the default, accepted and left out.
         if (v != "0" && v != "1") throw bad("0 or 1");
-        p.cr_rope = v == "1";
+        p.positions = v == "1" ? PositionRule::Reset : PositionRule::Stream;
+      } else if (k == "positions") {
+        const auto rule = parse_position_rule(v);
+        if (!rule) throw bad("reset, stream or fit");
+        p.positions = *rule;
       } else if (k == "nuc_ratio") {
         char* end = nullptr;
         const double r = std::strtod(v.c_str(), &end);
@@ -332,7 +337,7 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         p.nuc_ratio_given = true;
       } else {
         throw std::invalid_argument("--policy entry '" + entry + "': unknown setting '" + k +
-                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, catalyst, cr_rope, oracle)");
+                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, catalyst, cr_rope, positions, oracle)");
       }
     }
     if (p.uses_pot()) {

@@ -11,6 +11,8 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "pot/positions.h"
+
 namespace infinipot::nih {
 
 // The usual pass-key task (Mohtashami & Jaggi 2023, as in the InfiniPot paper's NIH runs).
@@ -114,10 +116,11 @@ struct PolicySpec {
   bool per_head = false, per_layer = false, token_units = false, alnum_units = false;
   bool cap_all_rows = false;  // CaP from every catalyst row, not just the question's
   bool oracle = false;        // the pot keeps the needle whatever the policy chooses (diagnostics)
-  // Ablations of CCD (paper, Tables 2 and 4): cr_rope=0 keeps the stream positions after a
-  // distillation (PotOptions::cr_rope); catalyst=general asks the general summarise prompt
+  // Ablations of CCD (paper, Tables 2 and 4): cr_rope=0 (positions=stream) keeps the stream
+  // positions after a distillation, positions=fit squeezes them only past the model's trained
+  // context (pot/positions.h); catalyst=general asks the general summarise prompt
   // (CaP-G, engine/answer.h kGeneralCatalyst) instead of the trial's question (CaP-Q).
-  bool cr_rope = true;
+  PositionRule positions = PositionRule::Reset;
   bool general_catalyst = false;
   // Which settings the entry itself gave (not --pot/--keep): a setting the policy does not
   // read is refused only when given there.

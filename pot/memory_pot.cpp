@@ -2,6 +2,7 @@
 #include "runtime/trace.h"
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <cmath>
 #include <cctype>
@@ -142,6 +143,11 @@ MemoryPot::~MemoryPot() = default;
 
 std::vector<int> MemoryPot::sources(int layer, int head) const {
   const auto* p = source_.data() + at(layer, head, 0);
+  return std::vector<int>(p, p + kv_.size());
+}
+
+std::vector<int> MemoryPot::positions(int layer, int head) const {
+  const auto* p = position_.data() + at(layer, head, 0);
   return std::vector<int>(p, p + kv_.size());
 }
 
@@ -383,6 +389,38 @@ std::vector<int> MemoryPot::choose_on_device(const PotScores& sc, const ChoicePl
   return all;
 }
 
+std::vector<int> MemoryPot::new_positions(const std::vector<int>& survivors, int* next_position) const {
+  const int L = kv_.n_layers(), H = cfg_.n_head_kv, keep = opts_.keep;
+  const int room = opts_.capacity - keep + static_cast<int>(catalyst_.size());
+  PositionStep step = plan_positions(opts_.positions, kv_.next_position(), room, cfg_.n_ctx_train, keep);
+  std::vector<int> out(size_t(L) * H * keep);
+  std::vector<int> order(keep), old(keep);
+  for (int pass = 0; pass < 2; ++pass) {  // a squeeze that cannot stay below step.next resets
+    int highest = -1;
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) {
+        const int* s = survivors.data() + (size_t(l) * H + h) * keep;
+        int* dst = out.data() + (size_t(l) * H + h) * keep;
+        for (int j = 0; j < keep; ++j) {
+          const int p = position_[at(l, h, s[j])];
+          dst[j] = step.applied == PositionRule::Reset ? j : p;
+        }
+        if (step.applied != PositionRule::Fit) continue;
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](int a, int b) { return dst[a] < dst[b]; });
+        for (int j = 0; j < keep; ++j) old[j] = dst[order[j]];
+        const std::vector<int> squeezed = squeeze_positions(old, step.scale);
+        for (int j = 0; j < keep; ++j) dst[order[j]] = squeezed[j];
+        highest = std::max(highest, squeezed.back());
+      }
+    if (step.applied != PositionRule::Fit || highest < step.next) break;
+    step.applied = PositionRule::Reset;
+    step.next = keep;
+  }
+  *next_position = step.next;
+  return out;
+}
+
 void MemoryPot::distill() {
   const int size = kv_.size();
   const int keep = opts_.keep;
@@ -436,8 +474,13 @@ void MemoryPot::distill() {
     all = on_device ? choose_on_device(sc, policy_->plan(sc)) : policy_->select(sc);
   }
 
-  // 3-4. Compaction and CR-RoPE, layer by layer.
+  // 3. The kept entries' new positions (pot/positions.h), one decision for every layer.
+  int next_position = 0;
+  const std::vector<int> moved = new_positions(all, &next_position);  // [L][Hkv][keep]
+
+  // 4-5. Compaction and re-rotation (CR-RoPE), layer by layer.
   std::vector<int> delta(size_t(Hkv) * cap, 0);
+  bool any_moved = false;
   for (int l = 0; l < kv_.n_layers(); ++l) {
     const auto layer_block = all.begin() + size_t(l) * Hkv * keep;  // [Hkv][keep]
     const std::vector<int> survivors(layer_block, layer_block + size_t(Hkv) * keep);
@@ -446,9 +489,15 @@ void MemoryPot::distill() {
       kv_.compact(l, survivors, keep);
       trace::sync(ctx_.queue());
     }
+    bool layer_moved = false;
     for (int h = 0; h < Hkv; ++h)
-      for (int j = 0; j < keep; ++j)
-        delta[size_t(h) * cap + j] = opts_.cr_rope ? j - position_[at(l, h, survivors[size_t(h) * keep + j])] : 0;
+      for (int j = 0; j < keep; ++j) {
+        const size_t i = size_t(h) * keep + j;
+        int& d = delta[size_t(h) * cap + j];
+        d = moved[size_t(l) * Hkv * keep + i] - position_[at(l, h, survivors[i])];
+        layer_moved = layer_moved || d != 0;
+      }
+    any_moved = any_moved || layer_moved;
     carry(nuc_, l, survivors);
     carry(source_, l, survivors);
     carry(unit_, l, survivors);
@@ -457,14 +506,15 @@ void MemoryPot::distill() {
       carry(acc_, l, survivors);
       for (int h = 0; h < Hkv; ++h) std::fill(acc_.begin() + at(l, h, keep), acc_.begin() + at(l, h, cap), 0.0f);
     }
-    if (opts_.cr_rope) {
+    if (layer_moved) {
       trace::Span span("ccd", "re-rotation (CR-RoPE)", {{"layer", l}});
       kv_.rerotate(l, delta);
       trace::sync(ctx_.queue());
     }
   }
-  // CR-RoPE: the pot's positions are 0 .. keep-1 again, the next token takes position keep.
-  kv_.set_size(keep, opts_.cr_rope ? keep : kv_.next_position());
+  // reset: the pot's positions are 0 .. keep-1 again, the next token takes position keep.
+  kv_.set_size(keep, next_position);
+  if (any_moved) ++stats_.repositioned;
   stats_.compact_s += seconds_since(t1);
   ++stats_.cycles;
 }

@@ -13,8 +13,9 @@
 //      TOVA: the attention the last token read pays (it is re-run once to measure it).
 //   2. Select (PotPolicy::select): `keep` survivors per layer and KV head.
 //   3. Compaction: survivors move to the front of their head, in order (KvStore::compact).
-//   4. CR-RoPE: each survivor's key is re-rotated to position = its new slot, so the pot's
-//      positions are always 0 .. size-1 and never leave the model's trained range.
+//   4. Positions (pot/positions.h): by default CR-RoPE re-rotates each survivor's key to
+//      position = its new slot, so the pot's positions stay 0 .. size-1; `stream` keeps the
+//      positions as read, `fit` keeps them until they would leave the trained context.
 // Reading then goes on into the freed slots. See docs/pot.md.
 #pragma once
 #include <functional>
@@ -26,6 +27,7 @@
 #include "runtime/kv_store.h"
 #include "pot/device_choice.h"
 #include "pot/policy.h"
+#include "pot/positions.h"
 #include "pot/pot_snapshot.h"
 #include "runtime/context.h"
 #include "runtime/forward.h"
@@ -37,7 +39,8 @@ struct PotOptions {
   int keep = 0;            // |C|: entries left after a distillation, pinned prefix included (0: capacity / 2)
   std::string policy = "infinipot";  // pot/policy_registry.h
   PolicyParams params;     // what shapes the policy's choice (nuc_ratio, pool, recent, per_head, ...)
-  bool cr_rope = true;     // false: keys keep their stream positions (ablation; leaves the trained range)
+  // Where kept entries' positions go at a distillation (pot/positions.h): reset is CR-RoPE.
+  PositionRule positions = PositionRule::Reset;
   // The choice runs on the device (pot/device_choice.h); false: on the host (the reference).
   // The oracle (diagnostics) always runs on the host.
   bool device_select = true;
@@ -61,6 +64,7 @@ struct PotStats {
   int cycles = 0;           // distillations run
   long long tokens_read = 0;  // prompt tokens (the answer's are not counted)
   int max_position = 0;     // highest RoPE position any key had
+  int repositioned = 0;     // distillations that moved kept keys to new positions
   double catalyst_s = 0;    // running the catalyst prompt (CaP; in a fused chunk, its rows' share)
   int catalyst_fused = 0;   // catalysts that ran in the pass of the chunk before their distillation
   double novelty_s = 0;     // per-token NLL of what was read (NuC)
@@ -129,6 +133,8 @@ class MemoryPot {
   uint64_t digest() const;
   // Stream index (0 = first pinned token) of the token in each slot of (layer, KV head).
   std::vector<int> sources(int layer, int head) const;
+  // The RoPE position of each of its entries' keys, slot by slot.
+  std::vector<int> positions(int layer, int head) const;
 
  private:
   // with_catalyst: the catalyst prompt rides along after the chunk's rows in the same
@@ -142,6 +148,9 @@ class MemoryPot {
   // group (a layer, a head, or all of them) comes back. Returns [n_layer][n_kv_heads][keep].
   std::vector<int> choose_on_device(const PotScores& sc, const ChoicePlan& plan);
   void measure_last_query();
+  // The positions survivors ([n_layer][n_kv_heads][keep]) take under opts_.positions, in the
+  // same layout, and the position of the next token.
+  std::vector<int> new_positions(const std::vector<int>& survivors, int* next_position) const;
   // Moves a host-side per-slot record along with the survivors of one layer.
   template <typename T>
   void carry(std::vector<T>& record, int layer, const std::vector<int>& survivors, const std::vector<int>* add = nullptr);

@@ -55,7 +55,8 @@ nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
   return {{"policy", o.policy},
           {"capacity", o.capacity},
           {"keep", o.keep},
-          {"cr_rope", o.cr_rope},
+          {"cr_rope", o.positions == PositionRule::Reset},
+          {"positions", position_rule_name(o.positions)},
           {"cap_question_rows", o.cap_question_rows},
           {"params",
            {{"nuc_ratio", o.params.nuc_ratio}, {"pool", o.params.pool}, {"pool_ahead", o.params.pool_ahead},
@@ -70,7 +71,14 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
     (void)find_policy(o.policy);
     o.capacity = s.at("capacity").get<int>();
     o.keep = s.at("keep").get<int>();
-    o.cr_rope = s.at("cr_rope").get<bool>();
+    // Snapshots before the position rules name only cr_rope (reset or stream).
+    if (s.contains("positions")) {
+      const auto rule = parse_position_rule(s.at("positions").get<std::string>());
+      if (!rule) throw std::invalid_argument("unknown position rule '" + s.at("positions").get<std::string>() + "'");
+      o.positions = *rule;
+    } else {
+      o.positions = s.at("cr_rope").get<bool>() ? PositionRule::Reset : PositionRule::Stream;
+    }
     o.cap_question_rows = s.at("cap_question_rows").get<bool>();
     const auto& p = s.at("params");
     o.params.nuc_ratio = p.at("nuc_ratio").get<float>();

@@ -128,8 +128,8 @@ void nih_command(const NihOpts& o) {
           {s.recent_given, kParamRecent, "recent"},         {s.per_head, kParamPerHead, "heads"},
           {s.per_layer, kParamPerLayer, "layers"},          {s.token_units || s.alnum_units, kParamUnits, "units"},
           {s.cap_all_rows, kParamCatalyst, "cap_rows"},      {s.general_catalyst, kParamCatalyst, "catalyst"}};
-      // cr_rope=0 needs no bit: every pot policy distills through MemoryPot, which applies
-      // CR-RoPE (or not) to whatever survives; full, which has no pot, refuses it in parse_policies.
+      // positions (cr_rope=0) needs no bit: every pot policy distills through MemoryPot, which applies
+      // its position rule to whatever survives; full, which has no pot, refuses it in parse_policies.
       for (const auto& k : keys)
         if (k.given && !(info.params & k.bit))
           throw std::invalid_argument(std::string("--policy ") + s.name + ": " + k.key + " does not apply to it (" +
@@ -292,7 +292,7 @@ void nih_command(const NihOpts& o) {
         ao.pot.params.token_units = s.token_units;
         ao.pot.params.alnum_units = s.alnum_units;
         ao.pot.cap_question_rows = !s.cap_all_rows;
-        ao.pot.cr_rope = s.cr_rope;
+        ao.pot.positions = s.positions;
         // CaP-G: answer() asks this text instead of the question (which still follows the document).
         if (s.general_catalyst) ao.catalyst = kGeneralCatalyst;
         if (s.oracle) ao.oracle = tr.watch;

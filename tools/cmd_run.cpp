@@ -45,7 +45,7 @@ void check_load_pot(const RunOpts& o, bool have_prompt, bool have_file) {
   if (o.question.find_first_not_of(" \t\r\n") == std::string::npos)
     throw CLI::ValidationError("--load-pot needs the question to answer: give -q QUESTION");
   if (!o.save_pot.empty()) throw CLI::ValidationError("--load-pot and --save-pot together: the pot is already saved");
-  if (o.pot > 0 || o.keep || !o.policy.empty() || o.no_cr_rope || o.pool_given || o.nuc_given || o.heads_given ||
+  if (o.pot > 0 || o.keep || !o.policy.empty() || o.no_cr_rope || !o.positions.empty() || o.pool_given || o.nuc_given || o.heads_given ||
       o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
       o.ctx > 0)
     throw CLI::ValidationError("--load-pot takes the pot's settings from the snapshot: drop --pot, --keep, --policy, "
@@ -80,10 +80,10 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   }
   if (use_pot && o.pot <= 0 && !loading)
     throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
-  if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || o.pool_given || o.nuc_given ||
+  if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || !o.positions.empty() || o.pool_given || o.nuc_given ||
                    o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
                    o.select != "device"))
-    throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-* and --no-cr-rope set up the memory pot; "
+    throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions and --no-cr-rope set up the memory pot; "
                                "--policy full keeps none: drop them, or give --pot N with a pot policy");
   if (use_pot && o.ctx > 0) throw CLI::ValidationError("--ctx sizes a full KV cache; with --pot N the pot's size is N");
   check_policy_flags(o, info);
@@ -103,7 +103,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   ao.pot.policy = policy;
   ao.pot.capacity = o.pot;
   ao.pot.keep = o.keep;
-  ao.pot.cr_rope = !o.no_cr_rope;
+  if (o.no_cr_rope && !o.positions.empty() && o.positions != "stream")
+    throw CLI::ValidationError("--no-cr-rope keeps stream positions, --positions " + o.positions + " asks otherwise: give one");
+  ao.pot.positions = o.no_cr_rope ? PositionRule::Stream : *parse_position_rule(o.positions.empty() ? "reset" : o.positions);
   ao.pot.cap_question_rows = o.cap_rows == "question";
   ao.pot.params.nuc_ratio = o.nuc_ratio;
   ao.pot.params.pool = o.pool;
@@ -278,7 +280,12 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
                   "as usual); `run --load-pot FILE -q ...` answers from it later");
   sub->add_option("--load-pot", o->load_pot, "Answer -q QUESTION from a pot saved with --save-pot, without the document "
                   "(same model; the pot's settings come from the file)");
-  sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE)");
+  sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE; "
+                "the same as --positions stream)");
+  sub->add_option("--positions", o->positions, "Where kept entries' RoPE positions go at a distillation: reset "
+                  "(CR-RoPE, 0..keep-1; the default), stream (as read), fit (as read while inside the model's "
+                  "trained context, squeezed to fit it after)")
+      ->check(CLI::IsMember({"reset", "stream", "fit"}));
   sub->add_flag("--round-activations", o->round_activations,
                 "Round each product's input as llama.cpp's CPU backend quantizes it (see perplexity "
                 "--round-activations), to compare greedy output with llama.cpp");

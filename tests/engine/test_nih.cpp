@@ -223,14 +223,22 @@ TEST(NihLists, CatalystAndCrRopeAblationsAreNamedOnlyWhenOffTheDefault) {
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[0].config(), "infinipot:pot=1024:catalyst=general");
   EXPECT_TRUE(p[0].general_catalyst);
-  EXPECT_TRUE(p[0].cr_rope);
+  EXPECT_EQ(p[0].positions, PositionRule::Reset);
   EXPECT_EQ(p[1].config(), "infinipot:pot=1024:cr_rope=0");
-  EXPECT_FALSE(p[1].cr_rope);
+  EXPECT_EQ(p[1].positions, PositionRule::Stream);
   EXPECT_FALSE(p[1].general_catalyst);
   EXPECT_EQ(p[2].config(), "cap:pot=1024") << "the defaults, given, are left out";
-  EXPECT_TRUE(p[2].cr_rope && !p[2].general_catalyst);
+  EXPECT_TRUE(p[2].positions == PositionRule::Reset && !p[2].general_catalyst);
   EXPECT_EQ(p[3].config(), "infinipot:pot=1024:nuc_ratio=0.25:catalyst=general:cr_rope=0");
   EXPECT_EQ(p[4].config(), "infinipot:pot=2048");
+  // positions=stream is cr_rope=0 (one config, the older name); fit is named; reset is left out.
+  const auto q = parse_policies("infinipot:positions=fit,cap:positions=reset,h2o:positions=stream", 1024, 0);
+  ASSERT_EQ(q.size(), 3u);
+  EXPECT_EQ(q[0].config(), "infinipot:pot=1024:positions=fit");
+  EXPECT_EQ(q[0].positions, PositionRule::Fit);
+  EXPECT_EQ(q[1].config(), "cap:pot=1024");
+  EXPECT_EQ(q[2].config(), "h2o:pot=1024:cr_rope=0");
+  EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:positions=stream", 1024, 0), std::invalid_argument);
   // The same ablation given twice in other words is one config.
   EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:cr-rope=0", 1024, 0), std::invalid_argument);
   EXPECT_THROW(parse_policies("infinipot,infinipot:catalyst=question", 1024, 0), std::invalid_argument);
@@ -254,6 +262,8 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("h2o:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
   EXPECT_NE(message("infinipot:units=words").find("word, alnum or token"), std::string::npos);
   EXPECT_NE(message("infinipot:cr_rope=no").find("cr_rope=no is not 0 or 1"), std::string::npos);
+  EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream or fit"), std::string::npos);
+  EXPECT_NE(message("full:positions=fit").find("full keeps the whole prompt"), std::string::npos);
   EXPECT_NE(message("infinipot:catalyst=q").find("catalyst=q is not general or question"), std::string::npos);
   EXPECT_NE(message("full:cr_rope=0").find("full keeps the whole prompt"), std::string::npos);
   EXPECT_NE(message("full:catalyst=general").find("full keeps the whole prompt"), std::string::npos);

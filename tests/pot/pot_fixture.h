@@ -72,7 +72,8 @@ std::vector<std::string> pot_policy_names() {
 PotOptions pot_options(int capacity, int keep, const std::string& policy, bool cr_rope = true, float nuc_ratio = 0.5f,
                        bool per_head = false) {
   PotOptions o;
-  o.capacity = capacity, o.keep = keep, o.policy = policy, o.cr_rope = cr_rope;
+  o.capacity = capacity, o.keep = keep, o.policy = policy;
+  o.positions = cr_rope ? PositionRule::Reset : PositionRule::Stream;
   o.params.nuc_ratio = nuc_ratio;
   o.params.per_head = o.params.per_layer = per_head;
   // The CCD policies' default recent window (32 entries) would fill every free place of the

@@ -490,6 +490,25 @@ TEST_F(CliPot, NoCrRopeKeepsStreamPositions) {
   EXPECT_GT(j.at("generated_tokens").get<int>(), 0);
 }
 
+// --positions fit keeps stream positions while they stay inside the model's trained context
+// (SmolLM2: 8192; this document is far shorter), so it ends where --no-cr-rope does.
+TEST_F(CliPot, FitPositionsInsideTheContextAreStreamPositions) {
+  const json stream = run_json({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--positions", "stream"});
+  ASSERT_TRUE(stream.contains("pot")) << last_.describe();
+  const json fit = run_json({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--positions", "fit"});
+  ASSERT_TRUE(fit.contains("pot")) << last_.describe();
+  EXPECT_EQ(fit["pot"].at("positions").get<std::string>(), "fit");
+  EXPECT_FALSE(fit["pot"].at("cr_rope").get<bool>());
+  EXPECT_EQ(fit["pot"].at("repositioned").get<int>(), 0);
+  EXPECT_EQ(stream["pot"].at("positions").get<std::string>(), "stream");
+  EXPECT_EQ(fit["pot"].at("max_position"), stream["pot"].at("max_position"));
+  EXPECT_EQ(fit["pot"].at("digest"), stream["pot"].at("digest"));
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "256", "--no-cr-rope", "--positions", "reset"}, kQuick),
+                            {"--no-cr-rope", "--positions reset"}, 2, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "256", "--positions", "squeeze"}, kQuick), {"--positions"}, 2,
+                            kQuick));
+}
+
 // CaP-Q: with -q the catalyst prompt is the question in the template (question + tail, the
 // same tokens that end the prompt); --catalyst replaces the question's text.
 TEST_F(CliPot, CatalystComesFromTheQuestionUnlessGiven) {

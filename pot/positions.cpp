@@ -1,0 +1,57 @@
+#include "pot/positions.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace infinipot {
+
+const char* position_rule_name(PositionRule rule) {
+  switch (rule) {
+    case PositionRule::Reset: return "reset";
+    case PositionRule::Stream: return "stream";
+    case PositionRule::Fit: return "fit";
+  }
+  return "?";
+}
+
+std::optional<PositionRule> parse_position_rule(const std::string& name) {
+  for (PositionRule r : {PositionRule::Reset, PositionRule::Stream, PositionRule::Fit})
+    if (name == position_rule_name(r)) return r;
+  return std::nullopt;
+}
+
+PositionStep plan_positions(PositionRule rule, int next_position, int room, int window, int keep) {
+  PositionStep step;
+  step.applied = rule;
+  if (rule == PositionRule::Reset) {
+    step.next = keep;
+    return step;
+  }
+  step.next = next_position;
+  if (rule == PositionRule::Stream || window <= 0 || next_position + room <= window) {
+    step.applied = PositionRule::Stream;
+    return step;
+  }
+  // The next cycle must end inside the window: the kept entries get [0, target).
+  const int target = window - room;
+  if (target <= keep) {  // no room for any gap: pack them, as reset does
+    step.applied = PositionRule::Reset;
+    step.next = keep;
+    return step;
+  }
+  step.scale = static_cast<double>(target) / next_position;
+  step.next = target;
+  return step;
+}
+
+std::vector<int> squeeze_positions(const std::vector<int>& old_ascending, double scale) {
+  std::vector<int> out(old_ascending.size());
+  int last = -1;
+  for (size_t j = 0; j < old_ascending.size(); ++j) {
+    last = std::max(last + 1, static_cast<int>(std::floor(scale * old_ascending[j])));
+    out[j] = last;
+  }
+  return out;
+}
+
+}  // namespace infinipot

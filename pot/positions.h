@@ -1,0 +1,44 @@
+// Where a distillation puts the RoPE positions of the entries it keeps (PotOptions::positions).
+//   reset  (CR-RoPE, the paper's Sec. 3.5): the kept entries take 0 .. keep-1 and the next
+//          token takes keep. Positions never leave the pot's size, but the gaps between kept
+//          entries vanish: text read thousands of tokens apart becomes adjacent.
+//   stream: the kept entries keep the positions they were read at (the paper's "w/o CR-RoPE"
+//          ablation). Distances stay true; positions grow with the input and leave the range
+//          the model was trained on past its context length.
+//   fit:   stream positions while they stay inside the model's trained context; when the
+//          next cycle would pass it, every kept position p becomes floor(s * p) (runs of
+//          consecutive entries stay consecutive), with s the largest scale that leaves room
+//          for the next cycle. Older entries are squeezed the most, recent text stays near
+//          true distances; falls back to reset when the kept entries cannot keep any gap.
+// Why fit exists (docs/models.md): Gemma 3 270M retrieves 12 of 12 keys at 4K with stream
+// positions and 4 of 12 with reset, and a single reset of a 4K-token pot already breaks it.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace infinipot {
+
+enum class PositionRule { Reset, Stream, Fit };
+
+const char* position_rule_name(PositionRule rule);  // "reset", "stream", "fit"
+std::optional<PositionRule> parse_position_rule(const std::string& name);
+
+// What one distillation does to positions, decided once for every layer and head.
+struct PositionStep {
+  PositionRule applied = PositionRule::Reset;  // Reset, Stream, or Fit with `scale`
+  double scale = 1.0;   // Fit: new position = floor(scale * old), kept strictly increasing
+  int next = 0;         // the position the next token takes (Fit: at least this)
+};
+
+// rule: the pot's rule; next_position: the position the next token would take without a
+// change; room: positions the pot uses before its next distillation (new entries, catalyst);
+// window: the model's trained context (0: unknown, fit then keeps stream positions);
+// keep: entries kept.
+PositionStep plan_positions(PositionRule rule, int next_position, int room, int window, int keep);
+
+// Fit's new positions of one layer's and head's kept entries, given in ascending order of
+// their old positions: floor(scale * p), each at least one above the one before.
+std::vector<int> squeeze_positions(const std::vector<int>& old_ascending, double scale);
+
+}  // namespace infinipot
