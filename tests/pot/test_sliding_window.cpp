@@ -156,6 +156,32 @@ TEST(SlidingWindow, PotBoundsOnlyTheGlobalLayersForEveryPolicy) {
   }
 }
 
+// positions=fit on a sliding-window model: the global store's positions stay inside a short
+// trained context (160 here) while the input passes it several times; the local store keeps
+// its own positions and window.
+TEST(SlidingWindow, FitPositionsStayInsideTheTrainedContext) {
+  test::TempDir dir;
+  TinyLlamaOptions o;
+  o.arch = "gemma3", o.name = "tiny-gemma3", o.n_layer = 3, o.swa_pattern = 3, o.rope_theta = 1e6f;
+  o.sliding_window = kWindow, o.n_ctx = 160;
+  const std::string short_ctx = dir.file("short-ctx.gguf");
+  write_tiny_llama(short_ctx, o);
+  EngineOptions eo;
+  eo.model_path = short_ctx, eo.kv_type = "f32", eo.chunk = kPotChunk;
+  Engine e(eo);
+  const PromptParts parts = e.prompt_parts("", document(48), kQuestion);
+  ASSERT_GT(int(parts.all().size()), 3 * o.n_ctx);
+  PotOptions po = pot_options(96, 0, "infinipot");
+  po.positions = PositionRule::Fit;
+  const PotRun run = run_pot(e, parts, catalyst_for(e, parts, po), po, 6, true, false, /*ignore_eos=*/true);
+  EXPECT_GT(run.stats.repositioned, 0);
+  EXPECT_LT(run.stats.max_position, o.n_ctx);
+  EXPECT_EQ(run.result.tokens.size(), 6u);
+  EXPECT_LE(run.window_size, run.window_capacity);
+  const std::vector<int> pos = e.pot()->positions(0, 0);
+  EXPECT_GT(pos.back(), static_cast<int>(pos.size()) - 1) << "fit keeps squeezed gaps, reset would pack";
+}
+
 // SnapKV holds the whole input, then keeps --pot entries of the global layers once; the
 // local store is the same window + chunk. With --watch the report covers the global layers.
 TEST(SlidingWindow, SnapKvKeepsPotEntriesOfTheGlobalLayers) {
