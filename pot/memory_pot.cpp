@@ -2,11 +2,11 @@
 #include "runtime/trace.h"
 
 #include <algorithm>
-#include <numeric>
 #include <chrono>
 #include <cmath>
 #include <cctype>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
