@@ -393,6 +393,11 @@ void nih_command(const NihOpts& o) {
                            "; a rerun tries them again)").c_str() : "");
   if (!o.json) std::cout << "\n";
   print_summary(o.out, o.json, false);
+  // A run that measured nothing fails (exit 1), so scripts notice; some errors among
+  // answers (a refused full cache, say) are results, recorded in the file.
+  if (pending > 0 && static_cast<size_t>(errors) == pending)
+    throw std::runtime_error("nih: all " + std::to_string(errors) + " trials of this run ended in an error (the " +
+                             "`error` field in " + o.out + " says why); nothing was measured");
 }
 
 }  // namespace

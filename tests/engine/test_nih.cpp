@@ -528,6 +528,21 @@ TEST(NihCli, HaystackFilesThatCannotBeUsedAreNamed) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.jsonl")));
 }
 
+// A run whose every trial ended in an error (here a pot too small to distill) measured
+// nothing: exit 1 naming the file that says why, with the error records written.
+TEST(NihCli, ARunThatMeasuredNothingFails) {
+  test::TempDir dir;
+  const std::string out = dir.file("r.jsonl");
+  const auto r = test::run_infinipot({"nih", "-m", test::real_model_path(), "--pot", "10", "--lengths", "512",
+                                      "--depths", "0.5", "--trials", "2", "--haystacks", "passkey", "--out", out});
+  EXPECT_TRUE(test::fails_cleanly(r, {"all 2 trials", "r.jsonl", "nothing was measured"}, 1, 120));
+  std::ifstream in(out);
+  std::string line;
+  int records = 0;
+  while (std::getline(in, line)) records += line.find("\"error\":\"refused: --pot 10") != std::string::npos;
+  EXPECT_EQ(records, 2);
+}
+
 TEST(NihCli, TableOnlyReadsTheResultsFile) {
   test::TempDir dir;
   const std::string path = dir.file("r.jsonl");
