@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cctype>
 #include <limits>
-#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -393,25 +392,22 @@ std::vector<int> MemoryPot::new_positions(const std::vector<int>& survivors, int
   const int L = kv_.n_layers(), H = cfg_.n_head_kv, keep = opts_.keep;
   const int room = opts_.capacity - keep + static_cast<int>(catalyst_.size());
   PositionStep step = plan_positions(opts_.positions, kv_.next_position(), room, cfg_.n_ctx_train, keep);
-  std::vector<int> out(size_t(L) * H * keep);
-  std::vector<int> order(keep), old(keep);
+  std::vector<int> out(size_t(L) * H * keep), old(keep);
+  // Survivors come in slot order, and positions grow with the slot under every rule.
   for (int pass = 0; pass < 2; ++pass) {  // a squeeze that cannot stay below step.next resets
     int highest = -1;
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < H; ++h) {
         const int* s = survivors.data() + (size_t(l) * H + h) * keep;
         int* dst = out.data() + (size_t(l) * H + h) * keep;
-        for (int j = 0; j < keep; ++j) {
-          const int p = position_[at(l, h, s[j])];
-          dst[j] = step.applied == PositionRule::Reset ? j : p;
+        for (int j = 0; j < keep; ++j) old[j] = position_[at(l, h, s[j])];
+        if (step.applied == PositionRule::Fit) {
+          const std::vector<int> squeezed = squeeze_positions(old, step.scale);
+          std::copy(squeezed.begin(), squeezed.end(), dst);
+          highest = std::max(highest, squeezed.back());
+        } else {
+          for (int j = 0; j < keep; ++j) dst[j] = step.applied == PositionRule::Reset ? j : old[j];
         }
-        if (step.applied != PositionRule::Fit) continue;
-        std::iota(order.begin(), order.end(), 0);
-        std::sort(order.begin(), order.end(), [&](int a, int b) { return dst[a] < dst[b]; });
-        for (int j = 0; j < keep; ++j) old[j] = dst[order[j]];
-        const std::vector<int> squeezed = squeeze_positions(old, step.scale);
-        for (int j = 0; j < keep; ++j) dst[order[j]] = squeezed[j];
-        highest = std::max(highest, squeezed.back());
       }
     if (step.applied != PositionRule::Fit || highest < step.next) break;
     step.applied = PositionRule::Reset;
