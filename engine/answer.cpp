@@ -53,6 +53,35 @@ nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::p
           {"heads_complete", double(complete) / heads}, {"kept_fraction_per_layer", per_layer}};
 }
 
+// The text the pot holds in (layer, head): its entries' tokens in stream order, each run of
+// dropped stream tokens shown as "[…N]". `stream` holds the tokens by stream index (prompt,
+// then answer); an index past it (none should be) shows as "[?]".
+std::string held_text(const Tokenizer& tok, const std::vector<int>& sources, const std::vector<TokenId>& stream) {
+  std::string out;
+  int next = 0;  // the stream index that follows the last entry shown
+  for (const int src : sources) {
+    if (src > next) out += "[\u2026" + std::to_string(src - next) + "]";
+    out += src >= 0 && src < static_cast<int>(stream.size()) ? tok.decode_token(stream[src]) : std::string("[?]");
+    next = src + 1;
+  }
+  return out;
+}
+
+// The pot's text (layer 0, head 0) and whether every layer and head holds the same entries
+// (the default shared choice); per layer otherwise.
+nlohmann::json text_report(const MemoryPot& pot, const LlamaConfig& cfg, const Tokenizer& tok,
+                           const std::vector<TokenId>& stream) {
+  const std::vector<int> first = pot.sources(0, 0);
+  bool shared = true;
+  nlohmann::json per_layer = nlohmann::json::array();
+  for (int l = 0; l < cfg.n_global_layers(); ++l) {
+    for (int h = 0; h < cfg.n_head_kv; ++h) shared = shared && pot.sources(l, h) == first;
+    per_layer.push_back(held_text(tok, pot.sources(l, 0), stream));
+  }
+  if (shared) return {{"shared", true}, {"text", per_layer[0]}, {"entries", first.size()}};
+  return {{"shared", false}, {"text", per_layer[0]}, {"per_layer", per_layer}, {"entries", first.size()}};
+}
+
 std::string digest_hex(uint64_t h) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
@@ -194,6 +223,11 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   if (!o.watch.empty()) {
     const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
     a.pot["watch"] = watch_report(*engine.pot(), engine.config(), span);
+  }
+  if (o.pot_text) {
+    std::vector<TokenId> stream = parts.all();
+    stream.insert(stream.end(), a.result.tokens.begin(), a.result.tokens.end());
+    a.pot["held"] = text_report(*engine.pot(), engine.config(), engine.tokenizer(), stream);
   }
   return a;
 }

@@ -47,7 +47,7 @@ void check_load_pot(const RunOpts& o, bool have_prompt, bool have_file) {
   if (!o.save_pot.empty()) throw CLI::ValidationError("--load-pot and --save-pot together: the pot is already saved");
   if (o.pot > 0 || o.keep || !o.policy.empty() || o.no_cr_rope || !o.positions.empty() || o.pool_given || o.nuc_given || o.heads_given ||
       o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
-      o.ctx > 0)
+      o.pot_text || o.ctx > 0)
     throw CLI::ValidationError("--load-pot takes the pot's settings from the snapshot: drop --pot, --keep, --policy, "
                                "--ctx and the --pot-* flags");
 }
@@ -82,7 +82,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
     throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
   if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || !o.positions.empty() || o.pool_given || o.nuc_given ||
                    o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
-                   o.select != "device"))
+                   o.pot_text || o.select != "device"))
     throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions and --no-cr-rope set up the memory pot; "
                                "--policy full keeps none: drop them, or give --pot N with a pot policy");
   if (use_pot && o.ctx > 0) throw CLI::ValidationError("--ctx sizes a full KV cache; with --pot N the pot's size is N");
@@ -120,6 +120,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   ao.load_pot = o.load_pot;
   ao.watch = o.watch;
   ao.oracle = o.oracle;
+  ao.pot_text = o.pot_text;
   ao.pot.device_select = o.select == "device";
   Progress progress(progress_wanted(o.json));
   if (progress.enabled()) ao.on_prefill = [&](const PrefillProgress& p) { progress.status(prefill_status(p)); };
@@ -149,6 +150,12 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
                       "% of its " + std::to_string(w["tokens"].get<int>()) + " tokens (all of them in " +
                       std::to_string(int(100 * w["heads_complete"].get<double>() + 0.5)) +
                       "% of layer heads)").c_str());
+    }
+    if (a.pot.contains("held") && !o.json) {
+      const auto& t = a.pot["held"];
+      std::fprintf(stderr, "\n--- the pot holds %d entries (%s; [\u2026N]: N tokens dropped there):\n%s\n",
+                   t["entries"].get<int>(), t["shared"].get<bool>() ? "the same in every layer and head" : "layer 0, head 0",
+                   t["text"].get<std::string>().c_str());
     }
   } else {
     extra["ccd_cycles"] = 0;
@@ -256,6 +263,8 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
       ->check(CLI::Range(0, 1 << 24));
   sub->add_option("--pot-watch", o->watch, "Report how much of this text (first occurrence in the document) "
                   "the pot still holds at the end, per layer and KV head");
+  sub->add_flag("--pot-text", o->pot_text, "After the answer, print the text the pot holds (its entries' tokens in "
+                "order, [\u2026N] where N tokens were dropped); with --json: pot.held");
   sub->add_option("--pot-oracle", o->oracle, "Diagnostics: the pot keeps this text (first occurrence in the "
                   "document) in every layer and head whatever the policy chooses, to tell selection losses from "
                   "losses after it");

@@ -37,6 +37,7 @@ struct RunOpts {
        cap_rows_given = false;
   std::string watch;
   std::string oracle;
+  bool pot_text = false;  // --pot-text: print what the pot holds at the end
   std::string select = "device";
   std::string save_pot, load_pot;  // pot snapshots
 };

@@ -606,7 +606,7 @@ TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
   auto run = [&](const std::string& out, bool share) {
     std::vector<std::string> args = {"nih", "-m", model, "--lengths", "1500", "--depths", "0.2,0.6,0.9", "--trials", "2",
                                      "-n", "4", "--haystacks", "passkey,prose", "--chunk", "64",
-                                     "--policy", "infinipot:pot=256,h2o:pot=256,streaming:pot=256", "--out", out};
+                                     "--policy", "infinipot:pot=256,h2o:pot=256,streaming:pot=256", "--out", out, "--pot-text"};
     if (!share) args.push_back("--no-prefix-sharing");
     auto r = test::run_infinipot(args, {{}, 900});
     EXPECT_TRUE(test::succeeded(r)) << r.describe();
@@ -626,8 +626,11 @@ TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
     ASSERT_FALSE(rec.contains("error"));
     resumed += rec.at("resumed_at").get<int>() > 0;
     EXPECT_FALSE(ref.contains("resumed_at"));
-    for (const char* field : {"answer", "found", "needle_kept", "ccd_cycles", "max_position", "prompt_tokens", "doc_tokens", "pot_digest"})
+    for (const char* field : {"answer", "found", "needle_kept", "ccd_cycles", "max_position", "prompt_tokens", "doc_tokens",
+                              "pot_digest", "pot_text"})
       EXPECT_EQ(rec.at(field), ref.at(field)) << field;
+    // --pot-text: what the pot held, with the gaps its distillations left.
+    EXPECT_NE(rec.at("pot_text").get<std::string>().find("[\u2026"), std::string::npos);
   }
   // 2 haystacks x 3 policies x 6 trials: all but the first of each group (the deepest needle)
   // share at least the 64-token chunks before the shallowest needle (at ~300 tokens).

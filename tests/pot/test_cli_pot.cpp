@@ -232,7 +232,8 @@ TEST_F(CliPot, PotFlagsWithoutPotAreRefused) {
   const std::vector<std::vector<std::string>> cases = {
       {"--keep", "40"},          {"--catalyst", "What year?"}, {"--no-cr-rope"},         {"--pot-pool", "3"},
       {"--pot-pool-ahead", "1"}, {"--pot-recent", "8"},        {"--pot-heads", "shared"}, {"--pot-layers", "per-layer"},
-      {"--pot-units", "token"},  {"--cap-rows", "all"},        {"--pot-watch", "bridge"}, {"--nuc-ratio", "0.3"}};
+      {"--pot-units", "token"},  {"--cap-rows", "all"},        {"--pot-watch", "bridge"}, {"--nuc-ratio", "0.3"},
+      {"--pot-text"}};
   for (const auto& flag : cases) {
     SCOPED_TRACE(flag[0]);
     std::vector<std::string> args = {"-f", short_doc_, "-n", "2"};
@@ -507,6 +508,39 @@ TEST_F(CliPot, FitPositionsInsideTheContextAreStreamPositions) {
                             {"--no-cr-rope", "--positions reset"}, 2, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "256", "--positions", "squeeze"}, kQuick), {"--positions"}, 2,
                             kQuick));
+}
+
+// --pot-text shows what the pot holds: its entries' tokens in stream order with "[…N]" where N
+// stream tokens were dropped. Streaming keeps 4 sinks and the newest text, so the text opens
+// with the template's start, has one gap, and ends with the document's last words and the
+// question; entries plus dropped tokens cover every token the pot read.
+TEST_F(CliPot, PotTextShowsTheHeldEntriesAndTheGaps) {
+  const json j = run_json({"-f", long_doc_, "-q", "Which bridge?", "--pot", "256", "--keep", "128", "-n", "4",
+                           "--policy", "streaming", "--pot-text"});
+  ASSERT_TRUE(j.contains("pot")) << last_.describe();
+  ASSERT_TRUE(j["pot"].contains("held")) << last_.describe();
+  const json& held = j["pot"]["held"];
+  EXPECT_TRUE(held.at("shared").get<bool>()) << "streaming keeps the same entries everywhere";
+  const std::string text = held.at("text").get<std::string>();
+  const int entries = held.at("entries").get<int>();
+  EXPECT_GT(entries, 128);
+  EXPECT_LE(entries, 256);
+  int dropped = 0, gaps = 0;
+  const std::regex gap("\\[\u2026([0-9]+)\\]");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), gap); it != std::sregex_iterator(); ++it)
+    dropped += std::stoi((*it)[1].str()), ++gaps;
+  EXPECT_EQ(gaps, 1) << text;
+  EXPECT_NE(text.find("people came to see it."), std::string::npos) << text;
+  EXPECT_NE(text.find("Which bridge?"), std::string::npos) << text;
+  EXPECT_EQ(text.find("1700"), std::string::npos) << "the document's first line was dropped: " << text;
+  // Every prompt token and every answer token fed back (all but the last) was read once.
+  EXPECT_EQ(entries + dropped, j.at("prompt_tokens").get<int>() + j.at("generated_tokens").get<int>() - 1) << text;
+  // Without --json the same text goes to stderr.
+  const auto plain = run({"-f", long_doc_, "-q", "Which bridge?", "--pot", "256", "--keep", "128", "-n", "4",
+                          "--policy", "streaming", "--pot-text"});
+  ASSERT_TRUE(succeeded(plain)) << plain.describe();
+  EXPECT_NE(plain.err.find("the pot holds " + std::to_string(entries) + " entries"), std::string::npos) << plain.err;
+  EXPECT_NE(plain.err.find(text), std::string::npos) << plain.err;
 }
 
 // CaP-Q: with -q the catalyst prompt is the question in the template (question + tail, the
