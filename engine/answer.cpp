@@ -95,6 +95,7 @@ nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
           {"keep", o.keep},                 {"pinned", pot.pinned()},
           {"catalyst_tokens", catalyst_tokens}, {"nuc_ratio", o.params.nuc_ratio},
           {"cr_rope", o.positions == PositionRule::Reset}, {"positions", position_rule_name(o.positions)},
+          {"position_gap", o.position_gap},
           {"repositioned", s.repositioned}, {"cycles", s.cycles},
           {"tokens_read", s.tokens_read},   {"max_position", s.max_position},
           {"catalyst_s", s.catalyst_s},     {"novelty_s", s.novelty_s},

@@ -253,12 +253,14 @@ std::string PolicySpec::config() const {
   if (general_catalyst) s += ":catalyst=general";
   if (positions == PositionRule::Stream) s += ":cr_rope=0";  // the name older records carry
   if (positions == PositionRule::Fit) s += ":positions=fit";
+  if (positions == PositionRule::Gaps) s += ":positions=gaps";
+  if (gap > 0) s += ":gap=" + std::to_string(gap);
   if (oracle) s += ":oracle=1";
   return s;
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:catalyst=general:cr_rope=0:positions=fit:oracle=1, e.g. "
+  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:catalyst=general:cr_rope=0:positions=fit|gaps:gap=G:oracle=1, e.g. "
                             "--policy full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
@@ -327,8 +329,11 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         p.positions = v == "1" ? PositionRule::Reset : PositionRule::Stream;
       } else if (k == "positions") {
         const auto rule = parse_position_rule(v);
-        if (!rule) throw bad("reset, stream or fit");
+        if (!rule) throw bad("reset, stream, fit or gaps");
         p.positions = *rule;
+      } else if (k == "gap") {
+        if (!parse_int(v, n) || n < 1 || n > (1 << 24)) throw bad("a distance of at least 1");
+        p.gap = static_cast<int>(n);
       } else if (k == "nuc_ratio") {
         char* end = nullptr;
         const double r = std::strtod(v.c_str(), &end);
@@ -337,9 +342,13 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         p.nuc_ratio_given = true;
       } else {
         throw std::invalid_argument("--policy entry '" + entry + "': unknown setting '" + k +
-                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, catalyst, cr_rope, positions, oracle)");
+                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, catalyst, cr_rope, positions, gap, oracle)");
       }
     }
+    if (p.gap > 0 && p.positions != PositionRule::Gaps)
+      throw std::invalid_argument("--policy entry '" + entry + "': gap sets how wide positions=gaps leaves a cut; "
+                                  "add positions=gaps or drop gap");
+    if (p.gap == kDefaultPositionGap) p.gap = 0;  // the default, left out of the config
     if (p.uses_pot()) {
       if (p.pot <= 0)
         throw std::invalid_argument("--policy entry '" + entry + "' needs a pot size: give --pot N or " + p.name + ":pot=N");

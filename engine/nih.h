@@ -121,6 +121,7 @@ struct PolicySpec {
   // context (pot/positions.h); catalyst=general asks the general summarise prompt
   // (CaP-G, engine/answer.h kGeneralCatalyst) instead of the trial's question (CaP-Q).
   PositionRule positions = PositionRule::Reset;
+  int gap = 0;  // positions=gaps: the widest cut (gap=G; 0: PotOptions' default)
   bool general_catalyst = false;
   // Which settings the entry itself gave (not --pot/--keep): a setting the policy does not
   // read is refused only when given there.

@@ -391,28 +391,38 @@ std::vector<int> MemoryPot::choose_on_device(const PotScores& sc, const ChoicePl
 std::vector<int> MemoryPot::new_positions(const std::vector<int>& survivors, int* next_position) const {
   const int L = kv_.n_layers(), H = cfg_.n_head_kv, keep = opts_.keep;
   const int room = opts_.capacity - keep + static_cast<int>(catalyst_.size());
-  PositionStep step = plan_positions(opts_.positions, kv_.next_position(), room, cfg_.n_ctx_train, keep);
+  // The positions to start from: as read, or for gaps with every cut shrunk to opts_.position_gap
+  // (then placed like fit's). Survivors come in slot order, and positions grow with the slot.
+  const bool gaps = opts_.positions == PositionRule::Gaps;
   std::vector<int> out(size_t(L) * H * keep), old(keep);
-  // Survivors come in slot order, and positions grow with the slot under every rule.
-  for (int pass = 0; pass < 2; ++pass) {  // a squeeze that cannot stay below step.next resets
-    int highest = -1;
-    for (int l = 0; l < L; ++l)
-      for (int h = 0; h < H; ++h) {
-        const int* s = survivors.data() + (size_t(l) * H + h) * keep;
-        int* dst = out.data() + (size_t(l) * H + h) * keep;
-        for (int j = 0; j < keep; ++j) old[j] = position_[at(l, h, s[j])];
-        if (step.applied == PositionRule::Fit) {
-          const std::vector<int> squeezed = squeeze_positions(old, step.scale);
-          std::copy(squeezed.begin(), squeezed.end(), dst);
-          highest = std::max(highest, squeezed.back());
-        } else {
-          for (int j = 0; j < keep; ++j) dst[j] = step.applied == PositionRule::Reset ? j : old[j];
-        }
+  int from_next = gaps ? 0 : kv_.next_position();
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      const int* s = survivors.data() + (size_t(l) * H + h) * keep;
+      int* dst = out.data() + (size_t(l) * H + h) * keep;
+      for (int j = 0; j < keep; ++j) old[j] = position_[at(l, h, s[j])];
+      if (!gaps) {
+        std::copy(old.begin(), old.end(), dst);
+        continue;
       }
-    if (step.applied != PositionRule::Fit || highest < step.next) break;
-    step.applied = PositionRule::Reset;
-    step.next = keep;
+      int next = 0;
+      const std::vector<int> capped = cap_gaps(old, kv_.next_position(), opts_.position_gap, &next);
+      std::copy(capped.begin(), capped.end(), dst);
+      from_next = std::max(from_next, next);
+    }
+  PositionStep step = plan_positions(gaps ? PositionRule::Fit : opts_.positions, from_next, room, cfg_.n_ctx_train, keep);
+  if (step.applied == PositionRule::Fit) {  // squeeze; one that cannot stay below step.next resets
+    int highest = -1;
+    for (size_t i = 0; i < out.size(); i += keep) {
+      old.assign(out.begin() + i, out.begin() + i + keep);
+      const std::vector<int> squeezed = squeeze_positions(old, step.scale);
+      std::copy(squeezed.begin(), squeezed.end(), out.begin() + i);
+      highest = std::max(highest, squeezed.back());
+    }
+    if (highest >= step.next) step = {PositionRule::Reset, 1.0, keep};
   }
+  if (step.applied == PositionRule::Reset)
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int>(i % keep);
   *next_position = step.next;
   return out;
 }

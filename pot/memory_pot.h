@@ -41,6 +41,7 @@ struct PotOptions {
   PolicyParams params;     // what shapes the policy's choice (nuc_ratio, pool, recent, per_head, ...)
   // Where kept entries' positions go at a distillation (pot/positions.h): reset is CR-RoPE.
   PositionRule positions = PositionRule::Reset;
+  int position_gap = kDefaultPositionGap;  // gaps: the widest distance a cut leaves between kept neighbours
   // The choice runs on the device (pot/device_choice.h); false: on the host (the reference).
   // The oracle (diagnostics) always runs on the host.
   bool device_select = true;

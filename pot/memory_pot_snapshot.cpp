@@ -57,6 +57,7 @@ nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
           {"keep", o.keep},
           {"cr_rope", o.positions == PositionRule::Reset},
           {"positions", position_rule_name(o.positions)},
+          {"position_gap", o.position_gap},
           {"cap_question_rows", o.cap_question_rows},
           {"params",
            {{"nuc_ratio", o.params.nuc_ratio}, {"pool", o.params.pool}, {"pool_ahead", o.params.pool_ahead},
@@ -76,6 +77,8 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
       const auto rule = parse_position_rule(s.at("positions").get<std::string>());
       if (!rule) throw std::invalid_argument("unknown position rule '" + s.at("positions").get<std::string>() + "'");
       o.positions = *rule;
+      o.position_gap = s.value("position_gap", o.position_gap);  // absent before the gaps rule
+      if (o.position_gap < 1) throw std::invalid_argument("position_gap must be at least 1");
     } else {
       o.positions = s.at("cr_rope").get<bool>() ? PositionRule::Reset : PositionRule::Stream;
     }

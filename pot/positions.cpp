@@ -10,12 +10,13 @@ const char* position_rule_name(PositionRule rule) {
     case PositionRule::Reset: return "reset";
     case PositionRule::Stream: return "stream";
     case PositionRule::Fit: return "fit";
+    case PositionRule::Gaps: return "gaps";
   }
   return "?";
 }
 
 std::optional<PositionRule> parse_position_rule(const std::string& name) {
-  for (PositionRule r : {PositionRule::Reset, PositionRule::Stream, PositionRule::Fit})
+  for (PositionRule r : {PositionRule::Reset, PositionRule::Stream, PositionRule::Fit, PositionRule::Gaps})
     if (name == position_rule_name(r)) return r;
   return std::nullopt;
 }
@@ -51,6 +52,18 @@ std::vector<int> squeeze_positions(const std::vector<int>& old_ascending, double
     last = std::max(last + 1, static_cast<int>(std::floor(scale * old_ascending[j])));
     out[j] = last;
   }
+  return out;
+}
+
+std::vector<int> cap_gaps(const std::vector<int>& old_ascending, int old_next, int gap, int* next) {
+  std::vector<int> out(old_ascending.size());
+  int at = -1, prev = -1;  // the last new and old positions (-1: before the first)
+  for (size_t j = 0; j < old_ascending.size(); ++j) {
+    at += std::min(old_ascending[j] - prev, gap);
+    prev = old_ascending[j];
+    out[j] = at;
+  }
+  *next = at + std::min(old_next - prev, gap);
   return out;
 }
 

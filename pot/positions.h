@@ -10,8 +10,14 @@
 //          consecutive entries stay consecutive), with s the largest scale that leaves room
 //          for the next cycle. Older entries are squeezed the most, recent text stays near
 //          true distances; falls back to reset when the kept entries cannot keep any gap.
+//   gaps:  each stretch of dropped text shrinks to at most `gap` positions (PotOptions::
+//          position_gap); text read side by side stays side by side, and short distances stay
+//          true. Positions then grow by the kept text plus a bounded gap per cut, not by the
+//          input; fit's squeeze still applies if they would pass the trained context.
 // Why fit exists (docs/models.md): Gemma 3 270M retrieves 12 of 12 keys at 4K with stream
 // positions and 4 of 12 with reset, and a single reset of a 4K-token pot already breaks it.
+// Why gaps exists: with stream positions it still loses keys read more than ~3K positions
+// before the question, across the kilotoken-wide holes the distillations leave.
 #pragma once
 #include <optional>
 #include <string>
@@ -19,9 +25,10 @@
 
 namespace infinipot {
 
-enum class PositionRule { Reset, Stream, Fit };
+enum class PositionRule { Reset, Stream, Fit, Gaps };
+constexpr int kDefaultPositionGap = 64;  // gaps' widest cut (PotOptions::position_gap)
 
-const char* position_rule_name(PositionRule rule);  // "reset", "stream", "fit"
+const char* position_rule_name(PositionRule rule);  // "reset", "stream", "fit", "gaps"
 std::optional<PositionRule> parse_position_rule(const std::string& name);
 
 // What one distillation does to positions, decided once for every layer and head.
@@ -40,5 +47,10 @@ PositionStep plan_positions(PositionRule rule, int next_position, int room, int 
 // Fit's new positions of one layer's and head's kept entries, given in ascending order of
 // their old positions: floor(scale * p), each at least one above the one before.
 std::vector<int> squeeze_positions(const std::vector<int>& old_ascending, double scale);
+
+// Gaps' new positions of one layer's and head's kept entries (ascending old positions): each
+// keeps its distance to the entry before it (the first: to position -1), at most `gap`.
+// *next: where the next token goes, the same way from old_next (where it would have gone).
+std::vector<int> cap_gaps(const std::vector<int>& old_ascending, int old_next, int gap, int* next);
 
 }  // namespace infinipot

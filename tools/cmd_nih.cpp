@@ -293,6 +293,7 @@ void nih_command(const NihOpts& o) {
         ao.pot.params.alnum_units = s.alnum_units;
         ao.pot.cap_question_rows = !s.cap_all_rows;
         ao.pot.positions = s.positions;
+        if (s.gap > 0) ao.pot.position_gap = s.gap;
         // CaP-G: answer() asks this text instead of the question (which still follows the document).
         if (s.general_catalyst) ao.catalyst = kGeneralCatalyst;
         if (s.oracle) ao.oracle = tr.watch;

@@ -45,8 +45,8 @@ void check_load_pot(const RunOpts& o, bool have_prompt, bool have_file) {
   if (o.question.find_first_not_of(" \t\r\n") == std::string::npos)
     throw CLI::ValidationError("--load-pot needs the question to answer: give -q QUESTION");
   if (!o.save_pot.empty()) throw CLI::ValidationError("--load-pot and --save-pot together: the pot is already saved");
-  if (o.pot > 0 || o.keep || !o.policy.empty() || o.no_cr_rope || !o.positions.empty() || o.pool_given || o.nuc_given || o.heads_given ||
-      o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
+  if (o.pot > 0 || o.keep || !o.policy.empty() || o.no_cr_rope || !o.positions.empty() || o.position_gap || o.pool_given || o.nuc_given ||
+      o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
       o.pot_text || o.ctx > 0)
     throw CLI::ValidationError("--load-pot takes the pot's settings from the snapshot: drop --pot, --keep, --policy, "
                                "--ctx and the --pot-* flags");
@@ -80,8 +80,8 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   }
   if (use_pot && o.pot <= 0 && !loading)
     throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
-  if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || !o.positions.empty() || o.pool_given || o.nuc_given ||
-                   o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
+  if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || !o.positions.empty() || o.position_gap || o.pool_given ||
+                   o.nuc_given || o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
                    o.pot_text || o.select != "device"))
     throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions and --no-cr-rope set up the memory pot; "
                                "--policy full keeps none: drop them, or give --pot N with a pot policy");
@@ -106,6 +106,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   if (o.no_cr_rope && !o.positions.empty() && o.positions != "stream")
     throw CLI::ValidationError("--no-cr-rope keeps stream positions, --positions " + o.positions + " asks otherwise: give one");
   ao.pot.positions = o.no_cr_rope ? PositionRule::Stream : *parse_position_rule(o.positions.empty() ? "reset" : o.positions);
+  if (o.position_gap > 0 && ao.pot.positions != PositionRule::Gaps)
+    throw CLI::ValidationError("--position-gap sets how wide --positions gaps leaves a cut: add --positions gaps or drop it");
+  if (o.position_gap > 0) ao.pot.position_gap = o.position_gap;
   ao.pot.cap_question_rows = o.cap_rows == "question";
   ao.pot.params.nuc_ratio = o.nuc_ratio;
   ao.pot.params.pool = o.pool;
@@ -293,8 +296,11 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
                 "the same as --positions stream)");
   sub->add_option("--positions", o->positions, "Where kept entries' RoPE positions go at a distillation: reset "
                   "(CR-RoPE, 0..keep-1; the default), stream (as read), fit (as read while inside the model's "
-                  "trained context, squeezed to fit it after)")
-      ->check(CLI::IsMember({"reset", "stream", "fit"}));
+                  "trained context, squeezed to fit it after), gaps (as read, but each cut shrunk to at most "
+                  "--position-gap positions)")
+      ->check(CLI::IsMember({"reset", "stream", "fit", "gaps"}));
+  sub->add_option("--position-gap", o->position_gap, "With --positions gaps: the widest distance a cut leaves between "
+                  "kept neighbours (default 64)")->check(CLI::Range(1, 1 << 24));
   sub->add_flag("--round-activations", o->round_activations,
                 "Round each product's input as llama.cpp's CPU backend quantizes it (see perplexity "
                 "--round-activations), to compare greedy output with llama.cpp");

@@ -30,7 +30,8 @@ struct RunOpts {
   bool catalyst_given = false;
   std::string policy;  // "" = infinipot with --pot, else full
   bool no_cr_rope = false;
-  std::string positions;  // --positions: reset, stream, fit (empty: reset)
+  std::string positions;  // --positions: reset, stream, fit, gaps (empty: reset)
+  int position_gap = 0;   // --position-gap (0: not given)
   int pool = -1, pool_ahead = -1, recent = -1;
   std::string pot_heads = "shared", pot_layers = "shared", units = "word", cap_rows = "question";
   bool nuc_given = false, heads_given = false, layers_given = false, units_given = false, pool_given = false,

@@ -239,6 +239,15 @@ TEST(NihLists, CatalystAndCrRopeAblationsAreNamedOnlyWhenOffTheDefault) {
   EXPECT_EQ(q[1].config(), "cap:pot=1024");
   EXPECT_EQ(q[2].config(), "h2o:pot=1024:cr_rope=0");
   EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:positions=stream", 1024, 0), std::invalid_argument);
+  // gaps is named, its width only when not the default (so gap=64 given is the same config).
+  const auto g = parse_policies("infinipot:positions=gaps,h2o:positions=gaps:gap=16,cap:positions=gaps:gap=64", 1024, 0);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[0].config(), "infinipot:pot=1024:positions=gaps");
+  EXPECT_EQ(g[0].positions, PositionRule::Gaps);
+  EXPECT_EQ(g[1].config(), "h2o:pot=1024:positions=gaps:gap=16");
+  EXPECT_EQ(g[1].gap, 16);
+  EXPECT_EQ(g[2].config(), "cap:pot=1024:positions=gaps");
+  EXPECT_THROW(parse_policies("infinipot:positions=gaps,infinipot:positions=gaps:gap=64", 1024, 0), std::invalid_argument);
   // The same ablation given twice in other words is one config.
   EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:cr-rope=0", 1024, 0), std::invalid_argument);
   EXPECT_THROW(parse_policies("infinipot,infinipot:catalyst=question", 1024, 0), std::invalid_argument);
@@ -262,7 +271,11 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("h2o:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
   EXPECT_NE(message("infinipot:units=words").find("word, alnum or token"), std::string::npos);
   EXPECT_NE(message("infinipot:cr_rope=no").find("cr_rope=no is not 0 or 1"), std::string::npos);
-  EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream or fit"), std::string::npos);
+  EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream, fit or gaps"),
+            std::string::npos);
+  EXPECT_NE(message("infinipot:gap=16").find("add positions=gaps"), std::string::npos);
+  EXPECT_NE(message("infinipot:positions=fit:gap=16").find("add positions=gaps"), std::string::npos);
+  EXPECT_NE(message("infinipot:positions=gaps:gap=0").find("gap=0 is not a distance of at least 1"), std::string::npos);
   EXPECT_NE(message("full:positions=fit").find("full keeps the whole prompt"), std::string::npos);
   EXPECT_NE(message("infinipot:catalyst=q").find("catalyst=q is not general or question"), std::string::npos);
   EXPECT_NE(message("full:cr_rope=0").find("full keeps the whole prompt"), std::string::npos);

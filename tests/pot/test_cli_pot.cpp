@@ -508,6 +508,18 @@ TEST_F(CliPot, FitPositionsInsideTheContextAreStreamPositions) {
                             {"--no-cr-rope", "--positions reset"}, 2, kQuick));
   EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "256", "--positions", "squeeze"}, kQuick), {"--positions"}, 2,
                             kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "256", "--positions", "fit", "--position-gap", "8"}, kQuick),
+                            {"--position-gap", "--positions gaps"}, 2, kQuick));
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", "256", "--positions", "gaps", "--position-gap", "0"}, kQuick),
+                            {"--position-gap"}, 2, kQuick));
+  // gaps with a cap of 8: the run reports the rule and its width, and ends below stream.
+  const json gaps = run_json({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--positions", "gaps",
+                              "--position-gap", "8"});
+  ASSERT_TRUE(gaps.contains("pot")) << last_.describe();
+  EXPECT_EQ(gaps["pot"].at("positions").get<std::string>(), "gaps");
+  EXPECT_EQ(gaps["pot"].at("position_gap").get<int>(), 8);
+  EXPECT_GE(gaps["pot"].at("repositioned").get<int>(), 1);
+  EXPECT_LT(gaps["pot"].at("max_position").get<int>(), stream["pot"].at("max_position").get<int>());
 }
 
 // --pot-text shows what the pot holds: its entries' tokens in stream order with "[…N]" where N

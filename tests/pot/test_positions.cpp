@@ -47,18 +47,37 @@ TEST(PositionPlan, SqueezeScalesGapsAndKeepsRunsConsecutive) {
   EXPECT_EQ(squeeze_positions({0, 300, 301, 9000}, 1e-6), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(squeeze_positions({7, 8, 9}, 1.0), (std::vector<int>{7, 8, 9}));
   EXPECT_TRUE(squeeze_positions({}, 0.5).empty());
-  for (const auto& rule : {"reset", "stream", "fit"}) EXPECT_EQ(position_rule_name(*parse_position_rule(rule)), std::string(rule));
+  for (const auto& rule : {"reset", "stream", "fit", "gaps"}) EXPECT_EQ(position_rule_name(*parse_position_rule(rule)), std::string(rule));
   EXPECT_FALSE(parse_position_rule("cr-rope").has_value());
+}
+
+TEST(PositionPlan, CapGapsShrinksEveryCutAndKeepsRunsAndShortDistances) {
+  int next = 0;
+  // Distances 1, 1, 8, 1, 29 and 60 to the next token; a cap of 10: 1, 1, 8, 1, 10 and 10.
+  EXPECT_EQ(cap_gaps({0, 1, 2, 10, 11, 40}, 100, 10, &next), (std::vector<int>{0, 1, 2, 10, 11, 21}));
+  EXPECT_EQ(next, 31);
+  // The first entry counts from position -1: 500 becomes 9 under a cap of 10.
+  EXPECT_EQ(cap_gaps({500, 501}, 502, 10, &next), (std::vector<int>{9, 10}));
+  EXPECT_EQ(next, 11);
+  // A cap of 1 packs, as reset does; a cap wider than every cut changes nothing.
+  EXPECT_EQ(cap_gaps({0, 7, 90}, 300, 1, &next), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(next, 3);
+  EXPECT_EQ(cap_gaps({0, 7, 90}, 300, 1000, &next), (std::vector<int>{0, 7, 90}));
+  EXPECT_EQ(next, 300);
+  EXPECT_TRUE(cap_gaps({}, 5, 10, &next).empty());
+  EXPECT_EQ(next, 5) << "nothing kept: the next token counts from -1, 6 < 10 away";
 }
 
 // A saved pot carries its rule; snapshots from before the rules name only cr_rope.
 TEST(PositionPlan, SnapshotSettingsCarryTheRule) {
   PotOptions o;
   o.capacity = 64, o.keep = 32;
-  for (PositionRule r : {PositionRule::Reset, PositionRule::Stream, PositionRule::Fit}) {
+  for (PositionRule r : {PositionRule::Reset, PositionRule::Stream, PositionRule::Fit, PositionRule::Gaps}) {
     o.positions = r;
     EXPECT_EQ(MemoryPot::options_from_settings(MemoryPot::settings_json(o)).positions, r) << position_rule_name(r);
   }
+  o.position_gap = 17;
+  EXPECT_EQ(MemoryPot::options_from_settings(MemoryPot::settings_json(o)).position_gap, 17);
   nlohmann::json old = MemoryPot::settings_json(o);
   old.erase("positions");
   old["cr_rope"] = false;
@@ -130,6 +149,39 @@ TEST(PotPositions, FitPastTheTrainedContextStaysInsideWithRunsTogether) {
   run_with(*e, parts, PositionRule::Reset, 48, 8);
   const std::vector<int> packed = e->pot()->positions(0, 0);
   for (size_t j = 0; j < packed.size(); ++j) ASSERT_EQ(packed[j], int(j));
+}
+
+// gaps: every cut between kept neighbours shrinks to at most the gap, text read side by side
+// stays side by side, and distances below the gap stay true; positions stay far below
+// stream's, so the same input ends at a lower position.
+TEST(PotPositions, GapsShrinkEveryCutAndKeepRunsTogether) {
+  auto e = make_engine(tiny_model_with_context(1 << 20));
+  const PromptParts parts = e->prompt_parts("", document(60), kQuestion);
+  const PotRun stream = run_with(*e, parts, PositionRule::Stream, 48, 6);
+  PotOptions po = pot_options(0, 0, "infinipot");
+  po.positions = PositionRule::Gaps;
+  po.position_gap = 5;
+  const Catalyst catalyst = catalyst_for(*e, parts, po);
+  po.capacity = int(parts.prefix.size() + catalyst.tokens.size()) + 48;
+  const PotRun run = run_pot(*e, parts, catalyst, po, 6);
+  ASSERT_GE(run.stats.cycles, 3);
+  EXPECT_GE(run.stats.repositioned, 1);
+  EXPECT_LT(run.stats.max_position, stream.stats.max_position);
+  bool capped = false;
+  for (int l = 0; l < e->kv().n_layers(); ++l)
+    for (int h = 0; h < e->config().n_head_kv; ++h) {
+      const std::vector<int> pos = e->pot()->positions(l, h), src = e->pot()->sources(l, h);
+      ASSERT_EQ(pos.size(), src.size());
+      for (size_t j = 1; j < pos.size(); ++j) {
+        const int d = pos[j] - pos[j - 1], read = src[j] - src[j - 1];
+        ASSERT_GE(d, 1) << "layer " << l << " head " << h << " slot " << j;
+        ASSERT_LE(d, 5) << "layer " << l << " head " << h << " slot " << j;
+        // Cuts narrower than the gap are never touched, however many distillations follow.
+        if (read < 5) ASSERT_EQ(d, read) << "a short distance stays true";
+        capped = capped || (read > 5 && d == 5);
+      }
+    }
+  EXPECT_TRUE(capped) << "some cut was wider than the gap and shrank to it";
 }
 
 }  // namespace
