@@ -103,12 +103,28 @@ std::string tiny_model_with_context(int n_ctx) {
   return p;
 }
 
-PotRun run_with(Engine& e, const PromptParts& parts, PositionRule rule, int extra, int n_predict) {
+PotRun run_with(Engine& e, const PromptParts& parts, PositionRule rule, int extra, int n_predict,
+                int gap = kDefaultPositionGap) {
   PotOptions po = pot_options(0, 0, "infinipot");
   po.positions = rule;
+  po.position_gap = gap;
   const Catalyst catalyst = catalyst_for(e, parts, po);
   po.capacity = int(parts.prefix.size() + catalyst.tokens.size()) + extra;
   return run_pot(e, parts, catalyst, po, n_predict);
+}
+
+// f(position distance, stream distance, "layer L head H slot J") for every pair of
+// neighbouring entries the pot holds, in every layer and KV head.
+template <class F>
+void for_each_neighbour(Engine& e, F f) {
+  for (int l = 0; l < e.kv().n_layers(); ++l)
+    for (int h = 0; h < e.config().n_head_kv; ++h) {
+      const std::vector<int> pos = e.pot()->positions(l, h), src = e.pot()->sources(l, h);
+      ASSERT_EQ(pos.size(), src.size());
+      for (size_t j = 1; j < pos.size(); ++j)
+        f(pos[j] - pos[j - 1], src[j] - src[j - 1],
+          "layer " + std::to_string(l) + " head " + std::to_string(h) + " slot " + std::to_string(j));
+    }
 }
 
 TEST(PotPositions, FitInsideTheTrainedContextIsStreamBitForBit) {
@@ -133,17 +149,12 @@ TEST(PotPositions, FitPastTheTrainedContextStaysInsideWithRunsTogether) {
   EXPECT_GE(run.stats.repositioned, 3);
   EXPECT_LT(run.stats.max_position, n_ctx) << "every position the pot used stays inside the trained context";
   bool gap = false;
-  for (int l = 0; l < e->kv().n_layers(); ++l)
-    for (int h = 0; h < e->config().n_head_kv; ++h) {
-      const std::vector<int> pos = e->pot()->positions(l, h), src = e->pot()->sources(l, h);
-      ASSERT_EQ(pos.size(), src.size());
-      for (size_t j = 1; j < pos.size(); ++j) {
-        ASSERT_LT(pos[j - 1], pos[j]) << "layer " << l << " head " << h << " slot " << j;
-        if (src[j] == src[j - 1] + 1) ASSERT_EQ(pos[j], pos[j - 1] + 1) << "text read side by side stays side by side";
-        gap = gap || pos[j] > pos[j - 1] + 1;
-      }
-      EXPECT_LT(pos.back(), n_ctx);
-    }
+  for_each_neighbour(*e, [&](int d, int read, const std::string& where) {
+    ASSERT_GE(d, 1) << where;
+    if (read == 1) ASSERT_EQ(d, 1) << "text read side by side stays side by side, " << where;
+    gap = gap || d > 1;
+  });
+  for (int l = 0; l < e->kv().n_layers(); ++l) EXPECT_LT(e->pot()->positions(l, 0).back(), n_ctx);
   EXPECT_TRUE(gap) << "fit keeps (squeezed) gaps where reset would pack";
   // reset on the same input packs: no gap, positions are the slots.
   run_with(*e, parts, PositionRule::Reset, 48, 8);
@@ -158,29 +169,18 @@ TEST(PotPositions, GapsShrinkEveryCutAndKeepRunsTogether) {
   auto e = make_engine(tiny_model_with_context(1 << 20));
   const PromptParts parts = e->prompt_parts("", document(60), kQuestion);
   const PotRun stream = run_with(*e, parts, PositionRule::Stream, 48, 6);
-  PotOptions po = pot_options(0, 0, "infinipot");
-  po.positions = PositionRule::Gaps;
-  po.position_gap = 5;
-  const Catalyst catalyst = catalyst_for(*e, parts, po);
-  po.capacity = int(parts.prefix.size() + catalyst.tokens.size()) + 48;
-  const PotRun run = run_pot(*e, parts, catalyst, po, 6);
+  const PotRun run = run_with(*e, parts, PositionRule::Gaps, 48, 6, 5);
   ASSERT_GE(run.stats.cycles, 3);
   EXPECT_GE(run.stats.repositioned, 1);
   EXPECT_LT(run.stats.max_position, stream.stats.max_position);
   bool capped = false;
-  for (int l = 0; l < e->kv().n_layers(); ++l)
-    for (int h = 0; h < e->config().n_head_kv; ++h) {
-      const std::vector<int> pos = e->pot()->positions(l, h), src = e->pot()->sources(l, h);
-      ASSERT_EQ(pos.size(), src.size());
-      for (size_t j = 1; j < pos.size(); ++j) {
-        const int d = pos[j] - pos[j - 1], read = src[j] - src[j - 1];
-        ASSERT_GE(d, 1) << "layer " << l << " head " << h << " slot " << j;
-        ASSERT_LE(d, 5) << "layer " << l << " head " << h << " slot " << j;
-        // Cuts narrower than the gap are never touched, however many distillations follow.
-        if (read < 5) ASSERT_EQ(d, read) << "a short distance stays true";
-        capped = capped || (read > 5 && d == 5);
-      }
-    }
+  for_each_neighbour(*e, [&](int d, int read, const std::string& where) {
+    ASSERT_GE(d, 1) << where;
+    ASSERT_LE(d, 5) << where;
+    // Cuts narrower than the gap are never touched, however many distillations follow.
+    if (read < 5) ASSERT_EQ(d, read) << "a short distance stays true, " << where;
+    capped = capped || (read > 5 && d == 5);
+  });
   EXPECT_TRUE(capped) << "some cut was wider than the gap and shrank to it";
 }
 
