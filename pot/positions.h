@@ -26,7 +26,7 @@
 namespace infinipot {
 
 enum class PositionRule { Reset, Stream, Fit, Gaps };
-constexpr int kDefaultPositionGap = 64;  // gaps' widest cut (PotOptions::position_gap)
+constexpr int kDefaultPositionGap = 256;  // gaps' widest cut (PotOptions::position_gap)
 
 const char* position_rule_name(PositionRule rule);  // "reset", "stream", "fit", "gaps"
 std::optional<PositionRule> parse_position_rule(const std::string& name);

@@ -300,7 +300,7 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
                   "--position-gap positions)")
       ->check(CLI::IsMember({"reset", "stream", "fit", "gaps"}));
   sub->add_option("--position-gap", o->position_gap, "With --positions gaps: the widest distance a cut leaves between "
-                  "kept neighbours (default 64)")->check(CLI::Range(1, 1 << 24));
+                  "kept neighbours (default 256)")->check(CLI::Range(1, 1 << 24));
   sub->add_flag("--round-activations", o->round_activations,
                 "Round each product's input as llama.cpp's CPU backend quantizes it (see perplexity "
                 "--round-activations), to compare greedy output with llama.cpp");

@@ -239,15 +239,15 @@ TEST(NihLists, CatalystAndCrRopeAblationsAreNamedOnlyWhenOffTheDefault) {
   EXPECT_EQ(q[1].config(), "cap:pot=1024");
   EXPECT_EQ(q[2].config(), "h2o:pot=1024:cr_rope=0");
   EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:positions=stream", 1024, 0), std::invalid_argument);
-  // gaps is named, its width only when not the default (so gap=64 given is the same config).
-  const auto g = parse_policies("infinipot:positions=gaps,h2o:positions=gaps:gap=16,cap:positions=gaps:gap=64", 1024, 0);
+  // gaps is named, its width only when not the default (so gap=256 given is the same config).
+  const auto g = parse_policies("infinipot:positions=gaps,h2o:positions=gaps:gap=16,cap:positions=gaps:gap=256", 1024, 0);
   ASSERT_EQ(g.size(), 3u);
   EXPECT_EQ(g[0].config(), "infinipot:pot=1024:positions=gaps");
   EXPECT_EQ(g[0].positions, PositionRule::Gaps);
   EXPECT_EQ(g[1].config(), "h2o:pot=1024:positions=gaps:gap=16");
   EXPECT_EQ(g[1].gap, 16);
   EXPECT_EQ(g[2].config(), "cap:pot=1024:positions=gaps");
-  EXPECT_THROW(parse_policies("infinipot:positions=gaps,infinipot:positions=gaps:gap=64", 1024, 0), std::invalid_argument);
+  EXPECT_THROW(parse_policies("infinipot:positions=gaps,infinipot:positions=gaps:gap=256", 1024, 0), std::invalid_argument);
   // The same ablation given twice in other words is one config.
   EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:cr-rope=0", 1024, 0), std::invalid_argument);
   EXPECT_THROW(parse_policies("infinipot,infinipot:catalyst=question", 1024, 0), std::invalid_argument);
