@@ -27,7 +27,7 @@ struct AnswerOptions {
   std::string catalyst;
   std::string watch;         // report how much of this text the pot still holds ("" = off)
   std::string oracle;        // diagnostics: the pot keeps this text (first occurrence) whatever the policy chooses
-  bool pot_text = false;     // report the text the pot holds at the end (Answer::pot["text"])
+  bool pot_text = false;     // report the text the pot holds at the end (Answer::pot["held"])
   std::function<void(const std::string&)> on_text;  // streamed answer pieces
   std::function<void(const PrefillProgress&)> on_prefill;  // after each prefill chunk
   bool ignore_eos = false;   // answer n_predict tokens whatever they are (benchmarks)
@@ -47,7 +47,7 @@ struct AnswerOptions {
 
 struct Answer {
   GenerateResult result;
-  nlohmann::json pot;        // the pot's report (null for full): policy, cycles, timings, watch, text
+  nlohmann::json pot;        // the pot's report (null for full): policy, cycles, timings, watch, held
   int kv_capacity = 0;       // KV entries the device held
 };
 

@@ -15,7 +15,8 @@
 //   3. Compaction: survivors move to the front of their head, in order (KvStore::compact).
 //   4. Positions (pot/positions.h): by default CR-RoPE re-rotates each survivor's key to
 //      position = its new slot, so the pot's positions stay 0 .. size-1; `stream` keeps the
-//      positions as read, `fit` keeps them until they would leave the trained context.
+//      positions as read, `fit` keeps them until they would leave the trained context,
+//      `gaps` caps every distance between kept neighbours.
 // Reading then goes on into the freed slots. See docs/pot.md.
 #pragma once
 #include <functional>

@@ -36,6 +36,13 @@ void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
                                  info.summary + "): drop it or choose another policy");
 }
 
+// Flags that shape or report on a memory pot (the snapshot fixes them; full keeps no pot).
+bool pot_shaping_flags(const RunOpts& o) {
+  return o.keep || o.no_cr_rope || !o.positions.empty() || o.position_gap || o.pool_given || o.nuc_given ||
+         o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() ||
+         !o.oracle.empty() || o.pot_text;
+}
+
 }  // namespace
 
 // --load-pot: the saved pot replaces the document and fixes the pot's settings.
@@ -45,9 +52,7 @@ void check_load_pot(const RunOpts& o, bool have_prompt, bool have_file) {
   if (o.question.find_first_not_of(" \t\r\n") == std::string::npos)
     throw CLI::ValidationError("--load-pot needs the question to answer: give -q QUESTION");
   if (!o.save_pot.empty()) throw CLI::ValidationError("--load-pot and --save-pot together: the pot is already saved");
-  if (o.pot > 0 || o.keep || !o.policy.empty() || o.no_cr_rope || !o.positions.empty() || o.position_gap || o.pool_given || o.nuc_given ||
-      o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
-      o.pot_text || o.ctx > 0)
+  if (o.pot > 0 || !o.policy.empty() || pot_shaping_flags(o) || o.ctx > 0)
     throw CLI::ValidationError("--load-pot takes the pot's settings from the snapshot: drop --pot, --keep, --policy, "
                                "--ctx and the --pot-* flags");
 }
@@ -80,9 +85,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   }
   if (use_pot && o.pot <= 0 && !loading)
     throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
-  if (!use_pot && (o.pot > 0 || o.keep || o.catalyst_given || o.no_cr_rope || !o.positions.empty() || o.position_gap || o.pool_given ||
-                   o.nuc_given || o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() || !o.oracle.empty() ||
-                   o.pot_text || o.select != "device"))
+  if (!use_pot && (o.pot > 0 || o.catalyst_given || pot_shaping_flags(o) || o.select != "device"))
     throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions and --no-cr-rope set up the memory pot; "
                                "--policy full keeps none: drop them, or give --pot N with a pot policy");
   if (use_pot && o.ctx > 0) throw CLI::ValidationError("--ctx sizes a full KV cache; with --pot N the pot's size is N");
