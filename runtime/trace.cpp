@@ -1,5 +1,6 @@
 #include "runtime/trace.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -11,9 +12,13 @@ struct Recorder {
   bool kernels = false;
   std::chrono::steady_clock::time_point t0;
   nlohmann::json events = nlohmann::json::array();
-  // Device clock (ns) -> trace time (us): set from the first kernel event that finished.
+  // Device clock (us) -> trace time (us): host time when a kernel was seen finished less its
+  // device end time. Seeing it can only come late (the process may be descheduled), so the
+  // smallest offset over all kernels is the truest; kernel events hold device time until
+  // stop() adds it.
   bool calibrated = false;
   double device_offset_us = 0;
+  std::vector<size_t> kernel_events;  // indices into events
   std::mutex mu;
 };
 
@@ -32,6 +37,7 @@ void start(bool kernels) {
   r.t0 = std::chrono::steady_clock::now();
   r.events = nlohmann::json::array();
   r.calibrated = false;
+  r.kernel_events.clear();
   r.events.push_back({{"ph", "M"}, {"pid", 1}, {"name", "process_name"}, {"args", {{"name", "infinipot"}}}});
   r.events.push_back({{"ph", "M"}, {"pid", 1}, {"tid", 1}, {"name", "thread_name"}, {"args", {{"name", "host"}}}});
   r.events.push_back({{"ph", "M"}, {"pid", 1}, {"tid", 2}, {"name", "thread_name"}, {"args", {{"name", "device kernels"}}}});
@@ -42,6 +48,8 @@ nlohmann::json stop() {
   std::lock_guard<std::mutex> lock(r.mu);
   r.on = false;
   r.kernels = false;
+  for (const size_t i : r.kernel_events) r.events[i]["ts"] = r.events[i]["ts"].get<double>() + r.device_offset_us;
+  r.kernel_events.clear();
   nlohmann::json out = {{"traceEvents", std::move(r.events)}, {"displayTimeUnit", "ms"}};
   r.events = nlohmann::json::array();
   return out;
@@ -97,11 +105,14 @@ void kernel_event(const std::string& name, cl_event ev) {
   if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start_ns, &start_ns, nullptr) != CL_SUCCESS ||
       clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end_ns, &end_ns, nullptr) != CL_SUCCESS)
     return;
-  if (!r.calibrated) {  // the first kernel ended just before we saw it finish
-    r.device_offset_us = host_end - end_ns / 1e3;
-    r.calibrated = true;
-  }
-  complete("kernel", name, start_ns / 1e3 + r.device_offset_us, (end_ns - start_ns) / 1e3, 2);
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.on) return;
+  const double offset = host_end - end_ns / 1e3;
+  r.device_offset_us = r.calibrated ? std::min(r.device_offset_us, offset) : offset;
+  r.calibrated = true;
+  r.kernel_events.push_back(r.events.size());
+  r.events.push_back({{"ph", "X"}, {"pid", 1}, {"tid", 2}, {"cat", "kernel"}, {"name", name},
+                      {"ts", start_ns / 1e3}, {"dur", end_ns > start_ns ? (end_ns - start_ns) / 1e3 : 0.0}});
 }
 
 }  // namespace infinipot::trace
