@@ -73,13 +73,14 @@ nlohmann::json text_report(const MemoryPot& pot, const LlamaConfig& cfg, const T
                            const std::vector<TokenId>& stream) {
   const std::vector<int> first = pot.sources(0, 0);
   bool shared = true;
-  nlohmann::json per_layer = nlohmann::json::array();
-  for (int l = 0; l < cfg.n_global_layers(); ++l) {
-    for (int h = 0; h < cfg.n_head_kv; ++h) shared = shared && pot.sources(l, h) == first;
-    per_layer.push_back(held_text(tok, pot.sources(l, 0), stream));
+  for (int l = 0; l < cfg.n_global_layers() && shared; ++l)
+    for (int h = 0; h < cfg.n_head_kv && shared; ++h) shared = pot.sources(l, h) == first;
+  nlohmann::json r = {{"shared", shared}, {"text", held_text(tok, first, stream)}, {"entries", first.size()}};
+  if (!shared) {  // each layer's own text (head 0)
+    r["per_layer"] = nlohmann::json::array();
+    for (int l = 0; l < cfg.n_global_layers(); ++l) r["per_layer"].push_back(held_text(tok, pot.sources(l, 0), stream));
   }
-  if (shared) return {{"shared", true}, {"text", per_layer[0]}, {"entries", first.size()}};
-  return {{"shared", false}, {"text", per_layer[0]}, {"per_layer", per_layer}, {"entries", first.size()}};
+  return r;
 }
 
 std::string digest_hex(uint64_t h) {
