@@ -27,6 +27,10 @@ Recorder& rec() {
   return r;
 }
 
+nlohmann::json span_event(const std::string& cat, const std::string& name, double start_us, double dur_us, int tid) {
+  return {{"ph", "X"}, {"pid", 1}, {"tid", tid}, {"cat", cat}, {"name", name}, {"ts", start_us}, {"dur", dur_us < 0 ? 0 : dur_us}};
+}
+
 }  // namespace
 
 void start(bool kernels) {
@@ -76,8 +80,7 @@ void complete(const std::string& cat, const std::string& name, double start_us, 
               nlohmann::json args) {
   Recorder& r = rec();
   if (!r.on) return;
-  nlohmann::json e = {{"ph", "X"}, {"pid", 1}, {"tid", tid}, {"cat", cat}, {"name", name},
-                      {"ts", start_us}, {"dur", dur_us < 0 ? 0 : dur_us}};
+  nlohmann::json e = span_event(cat, name, start_us, dur_us, tid);
   if (!args.is_null()) e["args"] = std::move(args);
   std::lock_guard<std::mutex> lock(r.mu);
   r.events.push_back(std::move(e));
@@ -111,8 +114,7 @@ void kernel_event(const std::string& name, cl_event ev) {
   r.device_offset_us = r.calibrated ? std::min(r.device_offset_us, offset) : offset;
   r.calibrated = true;
   r.kernel_events.push_back(r.events.size());
-  r.events.push_back({{"ph", "X"}, {"pid", 1}, {"tid", 2}, {"cat", "kernel"}, {"name", name},
-                      {"ts", start_ns / 1e3}, {"dur", end_ns > start_ns ? (end_ns - start_ns) / 1e3 : 0.0}});
+  r.events.push_back(span_event("kernel", name, start_ns / 1e3, (double(end_ns) - double(start_ns)) / 1e3, 2));
 }
 
 }  // namespace infinipot::trace
