@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -553,6 +554,34 @@ TEST_F(CliPot, PotTextShowsTheHeldEntriesAndTheGaps) {
   ASSERT_TRUE(succeeded(plain)) << plain.describe();
   EXPECT_NE(plain.err.find("the pot holds " + std::to_string(entries) + " entries"), std::string::npos) << plain.err;
   EXPECT_NE(plain.err.find(text), std::string::npos) << plain.err;
+}
+
+// A policy that chooses per layer (TOVA) leaves each layer its own text: `shared` is false and
+// `per_layer` holds one text per layer, layer 0's being `text`. Every layer holds as many
+// entries as layer 0, so in each the dropped tokens plus those entries cover every token read.
+TEST_F(CliPot, PotTextGivesEachLayerItsOwnTextWhenLayersChooseApart) {
+  const json j = run_json({"-f", long_doc_, "-q", "Which bridge?", "--pot", "256", "--keep", "128", "-n", "4",
+                           "--policy", "tova", "--pot-text"});
+  ASSERT_TRUE(j.contains("pot") && j["pot"].contains("held")) << last_.describe();
+  const json& held = j["pot"]["held"];
+  EXPECT_FALSE(held.at("shared").get<bool>()) << "TOVA scores each layer by its own attention";
+  ASSERT_TRUE(held.contains("per_layer")) << held.dump();
+  const json& layers = held["per_layer"];
+  ASSERT_EQ(layers.size(), 30u) << "SmolLM2-135M has 30 layers";
+  EXPECT_EQ(layers[0].get<std::string>(), held.at("text").get<std::string>());
+  const int entries = held.at("entries").get<int>();
+  const int read = j.at("prompt_tokens").get<int>() + j.at("generated_tokens").get<int>() - 1;
+  const std::regex gap("\\[\u2026([0-9]+)\\]");
+  std::set<std::string> distinct;
+  for (const auto& layer : layers) {
+    const std::string text = layer.get<std::string>();
+    distinct.insert(text);
+    int dropped = 0;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), gap); it != std::sregex_iterator(); ++it)
+      dropped += std::stoi((*it)[1].str());
+    EXPECT_EQ(entries + dropped, read) << text;
+  }
+  EXPECT_GT(distinct.size(), 1u) << "the layers chose alike";
 }
 
 // CaP-Q: with -q the catalyst prompt is the question in the template (question + tail, the
