@@ -53,6 +53,32 @@ nlohmann::json watch_report(const MemoryPot& pot, const LlamaConfig& cfg, std::p
           {"heads_complete", double(complete) / heads}, {"kept_fraction_per_layer", per_layer}};
 }
 
+// The share of the catalyst's attention to the pot that falls on the watched span, per layer
+// (the mean over its KV heads), from MemoryPot::catalyst_attention(); null when not measured.
+nlohmann::json attention_report(const MemoryPot& pot, const LlamaConfig& cfg, std::pair<int, int> span,
+                                const std::vector<float>& mass) {
+  if (span.first < 0 || mass.empty()) return nullptr;
+  const size_t capacity = pot.options().capacity;
+  nlohmann::json per_layer = nlohmann::json::array();
+  double sum = 0;
+  for (int l = 0; l < cfg.n_global_layers(); ++l) {
+    double layer_share = 0;
+    for (int h = 0; h < cfg.n_head_kv; ++h) {
+      const std::vector<int> src = pot.sources(l, h);
+      const float* m = mass.data() + (size_t(l) * cfg.n_head_kv + h) * capacity;
+      double on_span = 0, all = 0;
+      for (size_t i = 0; i < src.size(); ++i) {
+        all += m[i];
+        if (src[i] >= span.first && src[i] <= span.second) on_span += m[i];
+      }
+      layer_share += all > 0 ? on_span / all : 0.0;
+    }
+    per_layer.push_back(layer_share / cfg.n_head_kv);
+    sum += layer_share / cfg.n_head_kv;
+  }
+  return {{"share", sum / cfg.n_global_layers()}, {"share_per_layer", per_layer}};
+}
+
 // The text the pot holds in (layer, head): its entries' tokens in stream order, each run of
 // dropped stream tokens shown as "[…N]". `stream` holds the tokens by stream index (prompt,
 // then answer); an index past it (none should be) shows as "[?]".
@@ -217,6 +243,14 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
     if (span.first < 0) throw std::invalid_argument("--pot-oracle text does not occur in the document");
     engine.pot()->set_oracle(span.first, span.second);
   }
+  nlohmann::json attention;  // --pot-watch-attention: measured once the document is read
+  if (o.watch_attention && !o.watch.empty()) {
+    const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
+    go.after_body = [&, span] {
+      MemoryPot& pot = *engine.pot();
+      attention = attention_report(pot, engine.config(), span, pot.catalyst_attention());
+    };
+  }
   Answer a;
   a.result = engine.generate(parts, catalyst, go, question_rows, whole);
   a.kv_capacity = po.capacity;
@@ -225,6 +259,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   if (!o.watch.empty()) {
     const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
     a.pot["watch"] = watch_report(*engine.pot(), engine.config(), span);
+    if (o.watch_attention) a.pot["watch"]["question_attention"] = attention;
   }
   if (o.pot_text) {
     std::vector<TokenId> stream = parts.all();

@@ -26,6 +26,10 @@ struct AnswerOptions {
   // instruction to summarise the document's facts.
   std::string catalyst;
   std::string watch;         // report how much of this text the pot still holds ("" = off)
+  // With watch: also the share of the catalyst's attention (its question rows, as CaP measures
+  // it) that falls on that text once the document is read, per layer (watch.question_attention;
+  // null for a policy without a catalyst). For SnapKV it is measured over the whole input.
+  bool watch_attention = false;
   std::string oracle;        // diagnostics: the pot keeps this text (first occurrence) whatever the policy chooses
   bool pot_text = false;     // report the text the pot holds at the end (Answer::pot["held"])
   std::function<void(const std::string&)> on_text;  // streamed answer pieces

@@ -53,6 +53,9 @@ struct GenerateOptions {
   // With a pot: called once the document is read (prefix + document tokens in the pot's
   // stream), before the question goes in: where a snapshot is taken (--save-pot).
   std::function<void(const std::vector<TokenId>&)> after_read;
+  // With a pot: called once the document is read, before SnapKV's one selection (so there
+  // the pot still holds the whole input) and before after_read.
+  std::function<void()> after_body;
   // With a pot: called after each chunk of the document the pot reads, with how many document
   // tokens it has read so far; engine.pot()->capture() there snapshots the pot mid-document
   // (nih shares a document prefix between trials this way: engine/prefix_forks.h).

@@ -123,6 +123,7 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   pot_->read(std::vector<TokenId>(body.begin() + skip, body.end()), final_part.front(),
              static_cast<int>(final_part.size()) + opts.n_predict);
   pot_->set_on_chunk({});
+  if (opts.after_body) opts.after_body();
   if (whole_input) pot_->distill();  // SnapKV: one selection over the whole input
   if (opts.after_read) {
     std::vector<TokenId> stream = prompt.prefix;

@@ -320,6 +320,16 @@ void MemoryPot::measure_catalyst() {
   fwd_.rewind_window(static_cast<int>(catalyst_.size()));
 }
 
+std::vector<float> MemoryPot::catalyst_attention() {
+  if (catalyst_.empty() || kv_.free_slots() < static_cast<int>(catalyst_.size())) return {};
+  std::vector<float> saved(mass_.bytes() / sizeof(float)), mass(saved.size());
+  ctx_.read(mass_, saved.data(), mass_.bytes());  // a fused chunk's measure, which the next distillation reads
+  measure_catalyst();
+  ctx_.read(mass_, mass.data(), mass_.bytes());
+  ctx_.write(mass_, saved.data(), mass_.bytes());
+  return mass;
+}
+
 // TOVA: the last token read is run again in its own slot (same key and value, same position)
 // with its attention measured.
 void MemoryPot::measure_last_query() {

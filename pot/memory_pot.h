@@ -112,6 +112,12 @@ class MemoryPot {
   // Diagnostics (run --pot-oracle): the stream tokens [first, last] survive every distillation
   // in every layer and head, whatever the policy chooses; (-1, -1) turns it off.
   void set_oracle(int first, int last) { oracle_ = {first, last}; }
+  // Diagnostics (--pot-watch-attention): the catalyst's attention to each entry of the pot as
+  // it stands, measured as CaP measures it (its question rows), [layer][KV head][capacity], the
+  // first size() slots of each meaningful. The pot is left exactly as it was (the attention
+  // record a distillation reads included). Empty without a catalyst, or when the catalyst
+  // does not fit beside the entries.
+  std::vector<float> catalyst_attention();
   // Called by read() after each chunk with the tokens of that call read so far (progress
   // lines); empty: none.
   void set_on_chunk(std::function<void(int)> f) { on_chunk_ = std::move(f); }

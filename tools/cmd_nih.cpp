@@ -33,7 +33,8 @@ struct NihOpts {
   std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question;
   int pot = 1024, keep = 0, trials = 5, n_predict = 0, full_max = 0, chunk = 0;  // n_predict 0: the task's
   uint64_t seed = 1;
-  bool table_only = false, json = false, n_given = false, question_given = false, share_prefix = true, pot_text = false;
+  bool table_only = false, json = false, n_given = false, question_given = false, share_prefix = true, pot_text = false,
+       needle_attention = false;
 };
 
 // Built-in prose haystacks: name -> file under data/.
@@ -298,6 +299,7 @@ void nih_command(const NihOpts& o) {
         if (s.general_catalyst) ao.catalyst = kGeneralCatalyst;
         if (s.oracle) ao.oracle = tr.watch;
         if (s.uses_pot()) ao.watch = tr.watch;
+        ao.watch_attention = o.needle_attention;
         ao.pot_text = o.pot_text && s.uses_pot();
         if (progress.enabled())
           ao.on_prefill = [&](const PrefillProgress& p) { progress.status(std::string(head) + " | " + prefill_status(p)); };
@@ -346,6 +348,8 @@ void nih_command(const NihOpts& o) {
           if (a.pot.is_object() && a.pot.contains("watch") && a.pot["watch"].contains("kept_fraction"))
             r["needle_kept"] = a.pot["watch"]["kept_fraction"];
           if (a.pot.is_object() && a.pot.contains("held")) r["pot_text"] = a.pot["held"]["text"];
+          if (a.pot.is_object() && a.pot.contains("watch") && a.pot["watch"].contains("question_attention"))
+            r["needle_attention"] = a.pot["watch"]["question_attention"];
           r["ttft_s"] = g.ttft_s;
           // Over the tokens this trial read itself (a resumed trial skips the shared prefix).
           r["prefill_tok_s"] = g.prefill_s > 0 ? (g.prompt_tokens - ao.resume_body) / g.prefill_s : 0.0;
@@ -450,6 +454,8 @@ void add_nih_command(CLI::App& app) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_flag("--no-prefix-sharing{false}", o->share_prefix, "Read every document from its start, instead of "
                "resuming trials that share a document prefix from a snapshot of the pot (the same results, slower)");
+  sub->add_flag("--needle-attention", o->needle_attention, "Record the share of the question's attention (CaP's "
+                "measure) on the needle once the document is read, per layer (field needle_attention; diagnostics)");
   sub->add_flag("--pot-text", o->pot_text, "Record the text each pot holds at the end (field pot_text; diagnostics)");
   sub->add_flag("--table-only", o->table_only, "Only print the tables of the results already in --out");
   sub->add_flag("--json", o->json, "Print the summary as JSON instead of Markdown tables");

@@ -40,7 +40,7 @@ void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
 bool pot_shaping_flags(const RunOpts& o) {
   return o.keep || o.no_cr_rope || !o.positions.empty() || o.position_gap || o.pool_given || o.nuc_given ||
          o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() ||
-         !o.oracle.empty() || o.pot_text;
+         !o.oracle.empty() || o.pot_text || o.watch_attention;
 }
 
 }  // namespace
@@ -70,6 +70,8 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   require_utf8(o.question, "question");
   require_utf8(o.catalyst, "--catalyst text");
   require_utf8(o.watch, "--pot-watch text");
+  if (o.watch_attention && o.watch.empty())
+    throw CLI::ValidationError("--pot-watch-attention measures the attention on the --pot-watch text: give --pot-watch TEXT");
   require_utf8(o.oracle, "--pot-oracle text");
   if (!loading && user.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument(have_file ? "document '" + o.file + "' is empty" : "the prompt is empty");
@@ -125,6 +127,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   ao.save_pot = o.save_pot;
   ao.load_pot = o.load_pot;
   ao.watch = o.watch;
+  ao.watch_attention = o.watch_attention;
   ao.oracle = o.oracle;
   ao.pot_text = o.pot_text;
   ao.pot.device_select = o.select == "device";
@@ -156,6 +159,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
                       "% of its " + std::to_string(w["tokens"].get<int>()) + " tokens (all of them in " +
                       std::to_string(int(100 * w["heads_complete"].get<double>() + 0.5)) +
                       "% of layer heads)").c_str());
+      if (w.contains("question_attention") && w["question_attention"].is_object())
+        std::fprintf(stderr, "--- the question gives it %.1f%% of its attention to the pot (mean over layers)\n",
+                     100 * w["question_attention"]["share"].get<double>());
     }
     if (a.pot.contains("held") && !o.json) {
       const auto& t = a.pot["held"];
@@ -269,6 +275,9 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
       ->check(CLI::Range(0, 1 << 24));
   sub->add_option("--pot-watch", o->watch, "Report how much of this text (first occurrence in the document) "
                   "the pot still holds at the end, per layer and KV head");
+  sub->add_flag("--pot-watch-attention", o->watch_attention, "Diagnostics: also the share of the question's attention "
+                "(CaP's measure) that falls on the --pot-watch text once the document is read, per layer "
+                "(pot.watch.question_attention; SnapKV: over the whole input)");
   sub->add_flag("--pot-text", o->pot_text, "After the answer, print the text the pot holds (its entries' tokens in "
                 "order, [\u2026N] where N tokens were dropped); with --json: pot.held");
   sub->add_option("--pot-oracle", o->oracle, "Diagnostics: the pot keeps this text (first occurrence in the "

@@ -37,6 +37,7 @@ struct RunOpts {
   bool nuc_given = false, heads_given = false, layers_given = false, units_given = false, pool_given = false,
        cap_rows_given = false;
   std::string watch;
+  bool watch_attention = false;  // --pot-watch-attention
   std::string oracle;
   bool pot_text = false;  // --pot-text: print what the pot holds at the end
   std::string select = "device";

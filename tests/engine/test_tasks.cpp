@@ -595,7 +595,7 @@ TEST(TaskCli, CatalystAndCrRopeAblationsReachThePot) {
 
 // Trials that share a document prefix resume from a snapshot of the pot (engine/prefix_forks.h)
 // and must end exactly where a full read ends: the same answers, needle retention, cycles and
-// positions as --no-prefix-sharing, for a scoring policy, an accumulating one (H2O) and a
+// positions (and the question's attention on the needle) as --no-prefix-sharing, for a scoring policy, an accumulating one (H2O) and a
 // recency one, on both kinds of haystack.
 TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
   test::TempDir dir;
@@ -606,7 +606,8 @@ TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
   auto run = [&](const std::string& out, bool share) {
     std::vector<std::string> args = {"nih", "-m", model, "--lengths", "1500", "--depths", "0.2,0.6,0.9", "--trials", "2",
                                      "-n", "4", "--haystacks", "passkey,prose", "--chunk", "64",
-                                     "--policy", "infinipot:pot=256,h2o:pot=256,streaming:pot=256", "--out", out, "--pot-text"};
+                                     "--policy", "infinipot:pot=256,h2o:pot=256,streaming:pot=256", "--out", out, "--pot-text",
+                                     "--needle-attention"};
     if (!share) args.push_back("--no-prefix-sharing");
     auto r = test::run_infinipot(args, {{}, 900});
     EXPECT_TRUE(test::succeeded(r)) << r.describe();
@@ -627,8 +628,14 @@ TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
     resumed += rec.at("resumed_at").get<int>() > 0;
     EXPECT_FALSE(ref.contains("resumed_at"));
     for (const char* field : {"answer", "found", "needle_kept", "ccd_cycles", "max_position", "prompt_tokens", "doc_tokens",
-                              "pot_digest", "pot_text"})
+                              "pot_digest", "pot_text", "needle_attention"})
       EXPECT_EQ(rec.at(field), ref.at(field)) << field;
+    // --needle-attention: the question's share on the needle, per layer, from the policies with
+    // a catalyst (CaP's measure); null for the others.
+    if (rec.at("policy") == "infinipot")
+      EXPECT_TRUE(rec.at("needle_attention").at("share_per_layer").is_array());
+    else
+      EXPECT_TRUE(rec.at("needle_attention").is_null());
     // --pot-text: what the pot held, with the gaps its distillations left.
     EXPECT_NE(rec.at("pot_text").get<std::string>().find("[\u2026"), std::string::npos);
   }

@@ -7,100 +7,12 @@
 // a usage error. Then real runs: every policy through a small pot, a small pot within the
 // minimum budget, the streaming policy, the CR-RoPE ablation, the catalyst prompt's source,
 // SnapKV's whole-input budget, and a pot's peak memory independent of the input's length.
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
-#include <regex>
-#include <set>
-#include <string>
-#include <vector>
-
-#include "pot/policy_registry.h"
-#include "runtime/device_memory.h"
-#include "tests/support/cli_process.h"
-#include "tests/support/gguf_test_util.h"
+#include "tests/pot/cli_pot_fixture.h"
 
 namespace infinipot {
 namespace {
 
-using nlohmann::json;
-using test::fails_cleanly;
-using test::run_infinipot;
-using test::succeeded;
-using test::TempDir;
-
-constexpr double kQuick = 30;    // seconds: every refusal here comes before any device work
-constexpr double kRun = 600;     // a real run through a small pot (kernels possibly compiled from cold)
-
-void write_text(const std::string& path, const std::string& text) {
-  test::write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
-}
-
-// ~1,500 tokens of made-up facts (43 lines): much more than the pots below hold; `lines`
-// fewer for a shorter one (8 lines: ~300 tokens).
-std::string long_document(int lines = 43) {
-  static const char* towns[] = {"Avalon",    "Brindle",  "Cresthaven", "Dunmore", "Elmsworth",
-                                "Fairhollow", "Glenrock", "Harrowgate", "Ironvale", "Juniper Bay"};
-  static const char* colours[] = {"red", "blue", "green", "amber", "violet", "silver", "golden", "white"};
-  std::string doc;
-  for (int i = 0; i < lines; ++i)
-    doc += "In the year " + std::to_string(1700 + i * 3) + ", the town of " + towns[i % 10] + " painted its " +
-           std::to_string(i + 1) + "th bridge " + colours[(i * 3) % 8] + ", and " + std::to_string(40 + i * 7) +
-           " people came to see it.\n";
-  return doc;
-}
-
-// The integer right after the first match of `regex_prefix` in `text` (-1 if none).
-long long number_after(const std::string& text, const std::string& regex_prefix) {
-  std::smatch m;
-  if (!std::regex_search(text, m, std::regex(regex_prefix + "(-?[0-9]+)"))) return -1;
-  return std::stoll(m[1].str());
-}
-
-class CliPot : public ::testing::Test {
- protected:
-  void SetUp() override {
-    model_ = test::real_model_path();
-    ASSERT_FALSE(model_.empty());
-    long_doc_ = dir_.file("long.txt");
-    short_doc_ = dir_.file("short.txt");
-    medium_doc_ = dir_.file("medium.txt");
-    write_text(long_doc_, long_document());
-    write_text(short_doc_, "Hello there.\n");
-    write_text(medium_doc_, long_document(8));
-  }
-  // `run -m MODEL` followed by `args`.
-  test::ProcResult run(const std::vector<std::string>& args, double timeout_s = kRun) {
-    std::vector<std::string> all = {"run", "-m", model_};
-    all.insert(all.end(), args.begin(), args.end());
-    return run_infinipot(all, {{}, timeout_s});
-  }
-  // A run with --json that must succeed; its JSON (an empty object on failure).
-  json run_json(std::vector<std::string> args) {
-    args.push_back("--json");
-    last_ = run(args);
-    EXPECT_TRUE(succeeded(last_));
-    if (last_.exit_code != 0) return json::object();
-    try {
-      return json::parse(last_.out);
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "stdout is not JSON (" << e.what() << "): " << last_.describe();
-      return json::object();
-    }
-  }
-  // Tokens of `text` (the tokenize subcommand: no device work).
-  int token_count(const std::vector<std::string>& input) {
-    std::vector<std::string> all = {"tokenize", "-m", model_, "--json"};
-    all.insert(all.end(), input.begin(), input.end());
-    auto r = run_infinipot(all, {{}, kQuick});
-    EXPECT_TRUE(succeeded(r));
-    if (r.exit_code != 0) return -1;
-    return static_cast<int>(json::parse(r.out).at("tokens").size());
-  }
-  std::string model_, long_doc_, short_doc_, medium_doc_;
-  TempDir dir_;
-  test::ProcResult last_;
-};
+using namespace test_cli_pot;
 
 // ---- Refusals: the pot's layout --------------------------------------------------------
 
@@ -521,67 +433,6 @@ TEST_F(CliPot, FitPositionsInsideTheContextAreStreamPositions) {
   EXPECT_EQ(gaps["pot"].at("position_gap").get<int>(), 8);
   EXPECT_GE(gaps["pot"].at("repositioned").get<int>(), 1);
   EXPECT_LT(gaps["pot"].at("max_position").get<int>(), stream["pot"].at("max_position").get<int>());
-}
-
-// --pot-text shows what the pot holds: its entries' tokens in stream order with "[…N]" where N
-// stream tokens were dropped. Streaming keeps 4 sinks and the newest text, so the text opens
-// with the template's start, has one gap, and ends with the document's last words and the
-// question; entries plus dropped tokens cover every token the pot read.
-TEST_F(CliPot, PotTextShowsTheHeldEntriesAndTheGaps) {
-  const json j = run_json({"-f", long_doc_, "-q", "Which bridge?", "--pot", "256", "--keep", "128", "-n", "4",
-                           "--policy", "streaming", "--pot-text"});
-  ASSERT_TRUE(j.contains("pot")) << last_.describe();
-  ASSERT_TRUE(j["pot"].contains("held")) << last_.describe();
-  const json& held = j["pot"]["held"];
-  EXPECT_TRUE(held.at("shared").get<bool>()) << "streaming keeps the same entries everywhere";
-  const std::string text = held.at("text").get<std::string>();
-  const int entries = held.at("entries").get<int>();
-  EXPECT_GT(entries, 128);
-  EXPECT_LE(entries, 256);
-  int dropped = 0, gaps = 0;
-  const std::regex gap("\\[\u2026([0-9]+)\\]");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), gap); it != std::sregex_iterator(); ++it)
-    dropped += std::stoi((*it)[1].str()), ++gaps;
-  EXPECT_EQ(gaps, 1) << text;
-  EXPECT_NE(text.find("people came to see it."), std::string::npos) << text;
-  EXPECT_NE(text.find("Which bridge?"), std::string::npos) << text;
-  EXPECT_EQ(text.find("1700"), std::string::npos) << "the document's first line was dropped: " << text;
-  // Every prompt token and every answer token fed back (all but the last) was read once.
-  EXPECT_EQ(entries + dropped, j.at("prompt_tokens").get<int>() + j.at("generated_tokens").get<int>() - 1) << text;
-  // Without --json the same text goes to stderr.
-  const auto plain = run({"-f", long_doc_, "-q", "Which bridge?", "--pot", "256", "--keep", "128", "-n", "4",
-                          "--policy", "streaming", "--pot-text"});
-  ASSERT_TRUE(succeeded(plain)) << plain.describe();
-  EXPECT_NE(plain.err.find("the pot holds " + std::to_string(entries) + " entries"), std::string::npos) << plain.err;
-  EXPECT_NE(plain.err.find(text), std::string::npos) << plain.err;
-}
-
-// A policy that chooses per layer (TOVA) leaves each layer its own text: `shared` is false and
-// `per_layer` holds one text per layer, layer 0's being `text`. Every layer holds as many
-// entries as layer 0, so in each the dropped tokens plus those entries cover every token read.
-TEST_F(CliPot, PotTextGivesEachLayerItsOwnTextWhenLayersChooseApart) {
-  const json j = run_json({"-f", long_doc_, "-q", "Which bridge?", "--pot", "256", "--keep", "128", "-n", "4",
-                           "--policy", "tova", "--pot-text"});
-  ASSERT_TRUE(j.contains("pot") && j["pot"].contains("held")) << last_.describe();
-  const json& held = j["pot"]["held"];
-  EXPECT_FALSE(held.at("shared").get<bool>()) << "TOVA scores each layer by its own attention";
-  ASSERT_TRUE(held.contains("per_layer")) << held.dump();
-  const json& layers = held["per_layer"];
-  ASSERT_EQ(layers.size(), 30u) << "SmolLM2-135M has 30 layers";
-  EXPECT_EQ(layers[0].get<std::string>(), held.at("text").get<std::string>());
-  const int entries = held.at("entries").get<int>();
-  const int read = j.at("prompt_tokens").get<int>() + j.at("generated_tokens").get<int>() - 1;
-  const std::regex gap("\\[\u2026([0-9]+)\\]");
-  std::set<std::string> distinct;
-  for (const auto& layer : layers) {
-    const std::string text = layer.get<std::string>();
-    distinct.insert(text);
-    int dropped = 0;
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), gap); it != std::sregex_iterator(); ++it)
-      dropped += std::stoi((*it)[1].str());
-    EXPECT_EQ(entries + dropped, read) << text;
-  }
-  EXPECT_GT(distinct.size(), 1u) << "the layers chose alike";
 }
 
 // CaP-Q: with -q the catalyst prompt is the question in the template (question + tail, the
