@@ -247,8 +247,7 @@ std::string PolicySpec::config() const {
   if (ahead >= 0) s += ":ahead=" + std::to_string(ahead);
   if (per_head) s += ":heads=per-head";
   if (per_layer) s += ":layers=per-layer";
-  if (token_units) s += ":units=token";
-  if (alnum_units) s += ":units=alnum";
+  if (units != UnitRule::Word) s += std::string(":units=") + unit_rule_name(units);
   if (cap_all_rows) s += ":cap_rows=all";
   if (general_catalyst) s += ":catalyst=general";
   if (positions == PositionRule::Stream) s += ":cr_rope=0";  // the name older records carry
@@ -310,9 +309,9 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         p.ahead = static_cast<int>(n);
         p.pool_given = true;
       } else if (k == "units") {
-        if (v != "word" && v != "alnum" && v != "token") throw bad("word, alnum or token");
-        p.token_units = v == "token";
-        p.alnum_units = v == "alnum";
+        const auto rule = parse_unit_rule(v);
+        if (!rule) throw bad("word, plain, alnum or token");
+        p.units = *rule;
       } else if (k == "heads" || k == "layers" || k == "cap_rows" || k == "catalyst" || k == "oracle") {
         const std::map<std::string, std::pair<std::string, bool*>> choice = {
             {"heads", {"per-head", &p.per_head}},   {"layers", {"per-layer", &p.per_layer}},

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pot/positions.h"
+#include "pot/word_runs.h"
 
 namespace infinipot::nih {
 
@@ -113,7 +114,8 @@ struct PolicySpec {
   int recent = -1;         // -1: the policy's default
   int ahead = -1;          // pool_ahead; -1: the policy's default
   // Ablations of the span rule (pot/policy.h PolicyParams) and diagnostics:
-  bool per_head = false, per_layer = false, token_units = false, alnum_units = false;
+  bool per_head = false, per_layer = false;
+  UnitRule units = UnitRule::Word;  // word (the default) is left out of config()
   bool cap_all_rows = false;  // CaP from every catalyst row, not just the question's
   bool oracle = false;        // the pot keeps the needle whatever the policy chooses (diagnostics)
   // Ablations of CCD (paper, Tables 2 and 4): cr_rope=0 (positions=stream) keeps the stream

@@ -62,7 +62,7 @@ nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
           {"params",
            {{"nuc_ratio", o.params.nuc_ratio}, {"pool", o.params.pool}, {"pool_ahead", o.params.pool_ahead},
             {"recent", o.params.recent}, {"per_head", o.params.per_head}, {"per_layer", o.params.per_layer},
-            {"token_units", o.params.token_units}, {"alnum_units", o.params.alnum_units}}}};
+            {"units", unit_rule_name(o.params.units)}}}};
 }
 
 PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
@@ -90,9 +90,14 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
     o.params.recent = p.at("recent").get<int>();
     o.params.per_head = p.at("per_head").get<bool>();
     o.params.per_layer = p.at("per_layer").get<bool>();
-    o.params.token_units = p.at("token_units").get<bool>();
-    // Snapshots written before the key existed read runs as letters and digits only.
-    o.params.alnum_units = p.contains("alnum_units") ? p.at("alnum_units").get<bool>() : true;
+    if (p.contains("units")) {
+      const auto rule = parse_unit_rule(p.at("units").get<std::string>());
+      if (!rule) throw std::invalid_argument("unknown unit rule '" + p.at("units").get<std::string>() + "'");
+      o.params.units = *rule;
+    } else {  // older snapshots: two flags, and runs of letters and digits before alnum_units existed
+      const bool alnum = p.contains("alnum_units") ? p.at("alnum_units").get<bool>() : true;
+      o.params.units = p.at("token_units").get<bool>() ? UnitRule::Token : alnum ? UnitRule::Alnum : UnitRule::Plain;
+    }
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("the snapshot's pot settings are unreadable: ") + e.what());
   }

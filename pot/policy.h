@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pot/word_runs.h"
+
 namespace infinipot {
 
 // What the pot measures for a policy. Everything it measures is per (layer, KV head, slot).
@@ -33,10 +35,7 @@ struct PolicyParams {
   int recent = -1;         // newest entries always kept (a window of the latest text)
   bool per_head = false;   // each KV head chooses its own entries (the paper) instead of the layer's heads together
   bool per_layer = false;  // each layer chooses its own entries instead of one choice for every layer
-  bool token_units = false;  // choose single tokens: do not keep a word or digit run whole
-  // Runs of letters and digits only: a number's leading space token and the punctuation
-  // after it are units of their own (the rule before 2026-11-25; an ablation now).
-  bool alnum_units = false;
+  UnitRule units = UnitRule::Word;  // what is kept or dropped together (pot/word_runs.h)
 };
 
 // The measurements at one distillation. Arrays are [n_layers][n_heads][stride]; a need the

@@ -11,12 +11,35 @@ unsigned char token_edges(const std::string& text) {
   unsigned char e = (word_byte(first) ? kStartsWord : 0) | (word_byte(last) ? kEndsWord : 0);
   if (first < 0x80 && std::ispunct(first)) e |= kStartsPunct;
   if (text.find_first_not_of(' ') == std::string::npos) e |= kOnlySpaces;
+  bool punct = true;
+  for (const unsigned char c : text) punct = punct && c < 0x80 && std::ispunct(c);
+  if (punct) e |= kOnlyPunct;
   return e;
 }
 
-bool joins_run(unsigned char prev, unsigned char cur, bool alnum_only) {
-  if (cur & kStartsWord) return (prev & kEndsWord) || (!alnum_only && (prev & kOnlySpaces));
-  return !alnum_only && (cur & kStartsPunct) && (prev & kEndsWord);
+const char* unit_rule_name(UnitRule rule) {
+  switch (rule) {
+    case UnitRule::Word: return "word";
+    case UnitRule::Plain: return "plain";
+    case UnitRule::Alnum: return "alnum";
+    case UnitRule::Token: return "token";
+  }
+  return "?";
+}
+
+std::optional<UnitRule> parse_unit_rule(const std::string& name) {
+  for (const UnitRule r : {UnitRule::Word, UnitRule::Plain, UnitRule::Alnum, UnitRule::Token})
+    if (name == unit_rule_name(r)) return r;
+  return std::nullopt;
+}
+
+bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_joined) {
+  if (rule == UnitRule::Token) return false;
+  const bool marks = rule != UnitRule::Alnum;
+  if (cur & kStartsWord)
+    return (prev & kEndsWord) || (marks && (prev & kOnlySpaces)) ||
+           (rule == UnitRule::Word && prev_joined && (prev & kOnlyPunct));  // a mark inside a word
+  return marks && (cur & kStartsPunct) && (prev & kEndsWord);
 }
 
 }  // namespace infinipot

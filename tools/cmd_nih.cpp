@@ -127,7 +127,7 @@ void nih_command(const NihOpts& o) {
       const struct { bool given; unsigned bit; const char* key; } keys[] = {
           {s.nuc_ratio_given, kParamNucRatio, "nuc_ratio"}, {s.pool_given, kParamPool, "pool"},
           {s.recent_given, kParamRecent, "recent"},         {s.per_head, kParamPerHead, "heads"},
-          {s.per_layer, kParamPerLayer, "layers"},          {s.token_units || s.alnum_units, kParamUnits, "units"},
+          {s.per_layer, kParamPerLayer, "layers"},          {s.units != UnitRule::Word, kParamUnits, "units"},
           {s.cap_all_rows, kParamCatalyst, "cap_rows"},      {s.general_catalyst, kParamCatalyst, "catalyst"}};
       // positions (cr_rope=0) needs no bit: every pot policy distills through MemoryPot, which applies
       // its position rule to whatever survives; full, which has no pot, refuses it in parse_policies.
@@ -290,8 +290,7 @@ void nih_command(const NihOpts& o) {
         ao.pot.params.pool_ahead = s.ahead;
         ao.pot.params.per_head = s.per_head;
         ao.pot.params.per_layer = s.per_layer;
-        ao.pot.params.token_units = s.token_units;
-        ao.pot.params.alnum_units = s.alnum_units;
+        ao.pot.params.units = s.units;
         ao.pot.cap_question_rows = !s.cap_all_rows;
         ao.pot.positions = s.positions;
         if (s.gap > 0) ao.pot.position_gap = s.gap;

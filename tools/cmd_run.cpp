@@ -121,8 +121,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   ao.pot.params.recent = o.recent;
   ao.pot.params.per_head = o.pot_heads == "per-head";
   ao.pot.params.per_layer = o.pot_layers == "per-layer";
-  ao.pot.params.token_units = o.units == "token";
-  ao.pot.params.alnum_units = o.units == "alnum";
+  ao.pot.params.units = *parse_unit_rule(o.units);  // checked by the flag's IsMember
   if (o.catalyst_given) ao.catalyst = o.catalyst;
   ao.save_pot = o.save_pot;
   ao.load_pot = o.load_pot;
@@ -294,8 +293,10 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
       ->capture_default_str()->check(CLI::IsMember({"shared", "per-layer"}))
       ->each([o](const std::string&) { o->layers_given = true; });
   sub->add_option("--pot-units", o->units, "word: a chosen token keeps its whole word or number run, with the "
-                  "space token before a number and the punctuation right after it; alnum: runs of letters and "
-                  "digits only; token: single tokens")->capture_default_str()->check(CLI::IsMember({"word", "alnum", "token"}))
+                  "space token before a number, the punctuation right after it and the marks inside it (uuids, "
+                  "dates); plain: the same, but a mark inside a word ends its run; alnum: runs of letters and "
+                  "digits only; token: single tokens")->capture_default_str()
+      ->check(CLI::IsMember({"word", "plain", "alnum", "token"}))
       ->each([o](const std::string&) { o->units_given = true; });
   sub->add_option("--cap-rows", o->cap_rows, "Catalyst rows whose attention counts: question (not the template's "
                   "tail) or all")->capture_default_str()->check(CLI::IsMember({"question", "all"}))

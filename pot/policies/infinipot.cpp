@@ -33,7 +33,7 @@ ChoicePlan CcdPolicy::plan(const PotScores& s) const {
   shape.recent = p_.recent >= 0 ? p_.recent : std::min(kDefaultRecent, free_all / 8);
   shape.back = p_.pool;
   shape.fwd = p_.pool_ahead;
-  shape.units = !p_.token_units;
+  shape.units = p_.units != UnitRule::Token;
   // NuC's share is of the places left after the prefix and the recent window (paper: alpha).
   const int free_places = free_all - std::min(shape.recent, free_all);
   const int nuc_places = static_cast<int>(std::lround(nuc_ratio_ * free_places));

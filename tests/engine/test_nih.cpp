@@ -205,13 +205,16 @@ TEST(NihLists, PolicyEntriesAndTheirCanonicalConfig) {
   EXPECT_EQ(parse_policies("streaming", 2048, 256)[0].config(), "streaming:pot=2048:keep=256");
   EXPECT_EQ(parse_policies("streaming:pot=2048:keep=256", 1, 0)[0].config(), "streaming:pot=2048:keep=256");
   EXPECT_FALSE(parse_policies("streaming", 2048, 256)[0].keep_given);
-  // Word runs are the default and are left out; the two ablations are named.
-  const auto u = parse_policies("infinipot:units=word,cap:units=alnum,nuc:units=token", 1024, 0);
+  // Word runs are the default and are left out; the three ablations are named.
+  const auto u = parse_policies("infinipot:units=word,cap:units=alnum,nuc:units=token,infinipot:units=plain", 1024, 0);
   EXPECT_EQ(u[0].config(), "infinipot:pot=1024");
+  EXPECT_EQ(u[0].units, UnitRule::Word);
   EXPECT_EQ(u[1].config(), "cap:pot=1024:units=alnum");
-  EXPECT_TRUE(u[1].alnum_units && !u[1].token_units);
+  EXPECT_EQ(u[1].units, UnitRule::Alnum);
   EXPECT_EQ(u[2].config(), "nuc:pot=1024:units=token");
-  EXPECT_TRUE(u[2].token_units && !u[2].alnum_units);
+  EXPECT_EQ(u[2].units, UnitRule::Token);
+  EXPECT_EQ(u[3].config(), "infinipot:pot=1024:units=plain");
+  EXPECT_EQ(u[3].units, UnitRule::Plain);
 }
 
 // The ablations of Tables 2 and 4: named in the config only when off their default, so the
@@ -269,7 +272,7 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("h2o:pot=0").find("pot=0"), std::string::npos);
   EXPECT_NE(message("h2o:pot=12x").find("pot=12x"), std::string::npos);
   EXPECT_NE(message("h2o:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
-  EXPECT_NE(message("infinipot:units=words").find("word, alnum or token"), std::string::npos);
+  EXPECT_NE(message("infinipot:units=words").find("word, plain, alnum or token"), std::string::npos);
   EXPECT_NE(message("infinipot:cr_rope=no").find("cr_rope=no is not 0 or 1"), std::string::npos);
   EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream, fit or gaps"),
             std::string::npos);

@@ -114,7 +114,7 @@ TEST(Policy, Infinipot) {
   // Single tokens (--pot-units token): CaP: 7 -> 5, 8 -> 5 (sees 7), 6 -> 0; 10, 11 -> 4:
   // takes 7, 8 and of the tie 10/11 the later 11.
   PolicyParams tok = ccd_params(0.4f);
-  tok.token_units = true;
+  tok.units = UnitRule::Token;
   EXPECT_EQ(per_row(make("infinipot", tok)->select(s), 9), everywhere({0, 1, 4, 5, 7, 8, 11, 12, 13}));
 
   // Per head and layer (the paper's): NuC is the same in every row (4, 5). CaP of rows
@@ -465,7 +465,7 @@ TEST(PolicyInvariants, ParamsAPolicyDoesNotDeclareDoNotChangeItsChoice) {
       {kParamRecent, "recent", [](PolicyParams& p) { p.recent = 1; }},
       {kParamPerHead, "per_head", [](PolicyParams& p) { p.per_head = true; }},
       {kParamPerLayer, "per_layer", [](PolicyParams& p) { p.per_layer = true; }},
-      {kParamUnits, "token_units", [](PolicyParams& p) { p.token_units = true; }},
+      {kParamUnits, "units", [](PolicyParams& p) { p.units = UnitRule::Token; }},
   };
   for (const PolicyInfo* info : pot_policies()) {
     const auto base = info->make(PolicyParams{});
