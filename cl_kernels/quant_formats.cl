@@ -11,11 +11,15 @@
 //   Q4_1 (3):  32 elems, 20 B: half d, m; uchar qs[16]    w = (q & 15) * d + m
 //   Q5_0 (6):  32 elems, 22 B: half d; uchar qh[4]; uchar qs[16]
 //              w = ((q & 15 | bit_i(qh) << 4) - 16) * d; element i takes bit i of the LE uint32 qh
+//   Q5_1 (7):  32 elems, 24 B: half d, m; uchar qh[4]; uchar qs[16]
+//              w = (q & 15 | bit_i(qh) << 4) * d + m
 //   Q8_0 (8):  32 elems, 34 B: half d; char qs[32]        w = q * d
 //   Q4_K (12): 256 elems, 144 B: half d, dmin; uchar scales[12]; uchar qs[128]
 //              8 sub-blocks of 32: w = d * sc[j] * q - dmin * m[j] (6-bit sc, m packed in scales,
 //              see k_scale_min); sub-block j = 2c + h takes the low (h = 0) or high (h = 1)
 //              nibbles of qs[32c .. 32c + 32)
+//   Q5_K (13): 256 elems, 176 B: half d, dmin; uchar scales[12]; uchar qh[32]; uchar qs[128]
+//              as Q4_K with a fifth bit: element l of sub-block j takes bit j of qh[l]
 //   Q6_K (14): 256 elems, 210 B: uchar ql[128], qh[64]; char scales[16]; half d
 // (model_loader/quant_blocks.h has the same layouts on the host.)
 
@@ -28,8 +32,10 @@
 #define T_Q4_0 2
 #define T_Q4_1 3
 #define T_Q5_0 6
+#define T_Q5_1 7
 #define T_Q8_0 8
 #define T_Q4_K 12
+#define T_Q5_K 13
 #define T_Q6_K 14
 
 inline float8 nibbles_lo(uchar8 q) { return convert_float8(q & (uchar8)(15)); }
@@ -43,9 +49,10 @@ inline float2 k_scale_min(__global const uchar* q, int j) {
   return (float2)((float)((q[j + 4] & 15) | ((q[j - 4] >> 6) << 4)), (float)((q[j + 4] >> 4) | ((q[j] >> 6) << 4)));
 }
 
-// Q5_0: the fifth bits of elements first .. first + 7 (16) of a block, from its 4-byte qh.
-inline uint q5_qh(__global const uchar* b) {
-  return (uint)b[2] | ((uint)b[3] << 8) | ((uint)b[4] << 16) | ((uint)b[5] << 24);
+// Q5_0/Q5_1: the fifth bits of elements first .. first + 7 (16) of a block, from its 4-byte
+// qh at byte `at` (2 for Q5_0, 4 for Q5_1).
+inline uint q5_qh(__global const uchar* b, int at) {
+  return (uint)b[at] | ((uint)b[at + 1] << 8) | ((uint)b[at + 2] << 16) | ((uint)b[at + 3] << 24);
 }
 inline uchar8 q5_bits8(uint qh, int first) {
   return convert_uchar8(((uint8)(qh >> first) >> (uint8)(0, 1, 2, 3, 4, 5, 6, 7)) & (uint8)(1)) << (uchar8)(4);
@@ -85,7 +92,15 @@ inline float8 load8(__global const uchar* row, int k) {
   const float d = vload_half(0, (__global const half*)b);
   const uchar8 q = vload8(0, b + 6 + (j & 15));
   const uchar8 low4 = j < 16 ? (q & (uchar8)(15)) : (q >> (uchar8)(4));
-  return (convert_float8(low4 | q5_bits8(q5_qh(b), j)) - 16.0f) * d;
+  return (convert_float8(low4 | q5_bits8(q5_qh(b, 2), j)) - 16.0f) * d;
+#elif WTYPE == T_Q5_1
+  __global const uchar* b = row + (k >> 5) * 24;
+  const int j = k & 31;
+  const float d = vload_half(0, (__global const half*)b);
+  const float m = vload_half(1, (__global const half*)b);
+  const uchar8 q = vload8(0, b + 8 + (j & 15));
+  const uchar8 low4 = j < 16 ? (q & (uchar8)(15)) : (q >> (uchar8)(4));
+  return convert_float8(low4 | q5_bits8(q5_qh(b, 4), j)) * d + m;
 #elif WTYPE == T_Q8_0
   __global const uchar* b = row + (k >> 5) * 34;
   const float d = vload_half(0, (__global const half*)b);
@@ -99,6 +114,17 @@ inline float8 load8(__global const uchar* row, int k) {
   const uchar8 q = vload8(0, b + 16 + 32 * (j >> 1) + (k & 31));
   const float8 v = (j & 1) ? nibbles_hi(q) : nibbles_lo(q);
   return v * d - m;
+#elif WTYPE == T_Q5_K
+  __global const uchar* b = row + (k >> 8) * 176;
+  const int j = (k & 255) >> 5;  // sub-block
+  const int l = k & 31;
+  const float2 sm = k_scale_min(b + 4, j);
+  const float d = vload_half(0, (__global const half*)b) * sm.x;
+  const float m = vload_half(1, (__global const half*)b) * sm.y;
+  const uchar8 q = vload8(0, b + 48 + 32 * (j >> 1) + l);
+  const uchar8 low4 = (j & 1) ? (q >> (uchar8)(4)) : (q & (uchar8)(15));
+  const uchar8 fifth = ((vload8(0, b + 16 + l) >> (uchar8)(j)) & (uchar8)(1)) << (uchar8)(4);
+  return convert_float8(low4 | fifth) * d - m;
 #elif WTYPE == T_Q6_K
   __global const uchar* b = row + (k >> 8) * 210;
   const int j = k & 255;        // position in the super-block
@@ -150,11 +176,20 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
 #elif WTYPE == T_Q5_0
   __global const uchar* blk = row + b * 22;
   const float d = vload_half(0, (__global const half*)blk);
-  const uint qh = q5_qh(blk);
+  const uint qh = q5_qh(blk, 2);
   const uchar16 q = vload16(0, blk + 6);
   const float16 lo = convert_float16((q & (uchar16)(15)) | q5_bits16(qh, 0)) - 16.0f;
   const float16 hi = convert_float16((q >> (uchar16)(4)) | q5_bits16(qh, 16)) - 16.0f;
   return fma((float16)(d), fma(lo, xl, hi * xh), acc);
+#elif WTYPE == T_Q5_1
+  __global const uchar* blk = row + b * 24;
+  const float d = vload_half(0, (__global const half*)blk);
+  const float m = vload_half(1, (__global const half*)blk);
+  const uint qh = q5_qh(blk, 4);
+  const uchar16 q = vload16(0, blk + 8);
+  const float16 lo = convert_float16((q & (uchar16)(15)) | q5_bits16(qh, 0));
+  const float16 hi = convert_float16((q >> (uchar16)(4)) | q5_bits16(qh, 16));
+  return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
 #elif WTYPE == T_Q8_0
   __global const uchar* blk = row + b * 34;
   const float d = vload_half(0, (__global const half*)blk);
@@ -173,6 +208,20 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
   const float16 lo = (j & 1) ? convert_float16(q0 >> (uchar16)(4)) : convert_float16(q0 & (uchar16)(15));
   const float16 hi = (j & 1) ? convert_float16(q1 >> (uchar16)(4)) : convert_float16(q1 & (uchar16)(15));
   return fma((float16)(-m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
+#elif WTYPE == T_Q5_K
+  // As Q4_K, each element with its fifth bit: bit j of qh[l] for element l of sub-block j.
+  __global const uchar* sb = row + (b >> 3) * 176;
+  const int j = b & 7;
+  const float2 sm = k_scale_min(sb + 4, j);
+  const float d = vload_half(0, (__global const half*)sb) * sm.x;
+  const float m = vload_half(1, (__global const half*)sb) * sm.y;
+  __global const uchar* qs = sb + 48 + 32 * (j >> 1);
+  const uchar16 q0 = vload16(0, qs), q1 = vload16(1, qs);
+  const uchar16 h0 = ((vload16(0, sb + 16) >> (uchar16)(j)) & (uchar16)(1)) << (uchar16)(4);
+  const uchar16 h1 = ((vload16(1, sb + 16) >> (uchar16)(j)) & (uchar16)(1)) << (uchar16)(4);
+  const uchar16 l0 = (j & 1) ? (q0 >> (uchar16)(4)) : (q0 & (uchar16)(15));
+  const uchar16 l1 = (j & 1) ? (q1 >> (uchar16)(4)) : (q1 & (uchar16)(15));
+  return fma((float16)(-m), xl + xh, fma((float16)(d), fma(convert_float16(l0 | h0), xl, convert_float16(l1 | h1) * xh), acc));
 #elif WTYPE == T_Q6_K
   __global const uchar* sb = row + (b >> 3) * 210;
   const int j = b & 7;           // which 32-run of the super-block

@@ -52,15 +52,6 @@ float get_positive_float_or(const GgufFile& f, const std::string& key, float fal
   return v;
 }
 
-std::string supported_type_names() {
-  std::vector<std::string> names;
-  for (uint32_t id = 0; id < 64; ++id) {
-    if (quant::is_known_type(id) && quant::traits(static_cast<TensorType>(id)).on_device) {
-      names.emplace_back(quant::traits(static_cast<TensorType>(id)).name);
-    }
-  }
-  return fmt::format("{}", fmt::join(names, ", "));
-}
 
 // Looks up one weight and checks shape and type. `from` names the metadata the expected
 // shape was derived from, so a mismatch says which hyperparameter disagrees with the tensor.
@@ -82,7 +73,7 @@ const TensorInfo* require_tensor(const GgufFile& f, const std::string& name,
   }
   if (!tr.on_device) {
     fail(f, fmt::format("tensor '{}' has type {}, which is not supported (supported: {})", name,
-                        tr.name, supported_type_names()));
+                        tr.name, quant::device_type_names()));
   }
   // The device matrix kernels read rows in 32-element steps (runtime/model_weights.cpp checks
   // it again at upload); refusing here says so before any device work, and lets inspect say it.

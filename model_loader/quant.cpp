@@ -22,7 +22,8 @@ std::array<std::optional<TypeTraits>, kMaxTypeId + 1> make_table() {
   std::array<std::optional<TypeTraits>, kMaxTypeId + 1> t{};
   auto set = [&](uint32_t id, const char* name, int64_t elems, size_t bytes, bool supported) {
     // Keep in step with WTYPE in cl_kernels/quant_formats.cl.
-    const bool on_device = id == 0 || id == 1 || id == 2 || id == 3 || id == 6 || id == 8 || id == 12 || id == 14;
+    const bool on_device = id == 0 || id == 1 || id == 2 || id == 3 || id == 6 || id == 7 || id == 8 || id == 12 ||
+                           id == 13 || id == 14;
     t[id] = TypeTraits{name, elems, bytes, supported, on_device};
   };
   set(0, "F32", 1, 4, true);
@@ -88,6 +89,13 @@ const TypeTraits& traits(TensorType t) {
 
 bool is_known_type(uint32_t raw_type_id) {
   return raw_type_id <= kMaxTypeId && table()[raw_type_id].has_value();
+}
+
+std::string device_type_names() {
+  std::string names;
+  for (uint32_t id = 0; id <= kMaxTypeId; ++id)
+    if (table()[id].has_value() && table()[id]->on_device) names += (names.empty() ? "" : ", ") + std::string(table()[id]->name);
+  return names;
 }
 
 size_t row_bytes(TensorType t, int64_t n) {

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+
 #include "model_loader/gguf.h"
 
 namespace infinipot::quant {
@@ -21,6 +23,8 @@ struct TypeTraits {
 // Known types get their traits; unknown ids throw gguf::GgufError naming the id.
 const TypeTraits& traits(TensorType t);
 bool is_known_type(uint32_t raw_type_id);
+// "F32, F16, Q4_0, ...": the types the device kernels read (TypeTraits::on_device).
+std::string device_type_names();
 // Bytes for n elements; throws if n is not a multiple of the block size.
 size_t row_bytes(TensorType t, int64_t n);
 

@@ -10,15 +10,11 @@ namespace infinipot::ops {
 namespace {
 
 std::string wtype_option(gguf::TensorType t) {
-  switch (t) {
-    case gguf::TensorType::F32: case gguf::TensorType::F16: case gguf::TensorType::Q4_0:
-    case gguf::TensorType::Q4_1: case gguf::TensorType::Q5_0: case gguf::TensorType::Q8_0:
-    case gguf::TensorType::Q4_K: case gguf::TensorType::Q6_K:
-      return "-DWTYPE=" + std::to_string(static_cast<int>(t));
-    default:
-      throw cl::ClError("no device kernel for weight type id " + std::to_string(static_cast<int>(t)) +
-                        " (supported on device: F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K)");
-  }
+  const uint32_t id = static_cast<uint32_t>(t);
+  if (!quant::is_known_type(id) || !quant::traits(t).on_device)
+    throw cl::ClError("no device kernel for weight type id " + std::to_string(id) +
+                      " (supported on device: " + quant::device_type_names() + ")");
+  return "-DWTYPE=" + std::to_string(id);
 }
 
 void require(bool ok, const std::string& what) {

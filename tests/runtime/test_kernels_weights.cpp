@@ -79,7 +79,7 @@ const char* type_name(TensorType t) { return quant::traits(t).name; }
 int test_cols(TensorType t) {
   switch (t) {
     case TensorType::F32: case TensorType::F16: return 200;  // 25 groups of 8
-    case TensorType::Q4_K: case TensorType::Q6_K: return 768;  // 3 super-blocks of 256
+    case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K: return 768;  // 3 super-blocks of 256
     default: return 352;                                     // 11 blocks of 32
   }
 }
@@ -398,7 +398,8 @@ TEST_P(WeightKernel, MatvecQkvRopeMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllDeviceTypes, WeightKernel,
                          ::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q4_0, TensorType::Q4_1,
-                                           TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K),
+                                           TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K,
+                                           TensorType::Q5_K, TensorType::Q6_K),
                          [](const ::testing::TestParamInfo<TensorType>& info) { return type_name(info.param); });
 
 // ---- gemm.cl on its own -----------------------------------------------------------------
