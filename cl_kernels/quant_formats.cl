@@ -7,6 +7,7 @@
 // Block layouts (ggml):
 //   F32  (0):  float
 //   F16  (1):  half
+//   BF16 (30): ushort, the upper 16 bits of a float
 //   Q4_0 (2):  32 elems, 18 B: half d; uchar qs[16]       w = ((q & 15) - 8) * d, low nibbles first
 //   Q4_1 (3):  32 elems, 20 B: half d, m; uchar qs[16]    w = (q & 15) * d + m
 //   Q5_0 (6):  32 elems, 22 B: half d; uchar qh[4]; uchar qs[16]
@@ -37,6 +38,10 @@
 #define T_Q4_K 12
 #define T_Q5_K 13
 #define T_Q6_K 14
+#define T_BF16 30
+
+inline float8 bf16_8(__global const ushort* p) { return as_float8(convert_uint8(vload8(0, p)) << (uint8)(16)); }
+inline float16 bf16_16(__global const ushort* p) { return as_float16(convert_uint16(vload16(0, p)) << (uint16)(16)); }
 
 inline float8 nibbles_lo(uchar8 q) { return convert_float8(q & (uchar8)(15)); }
 inline float8 nibbles_hi(uchar8 q) { return convert_float8(q >> (uchar8)(4)); }
@@ -68,6 +73,8 @@ inline float8 load8(__global const uchar* row, int k) {
   return vload8(0, (__global const float*)row + k);
 #elif WTYPE == T_F16
   return vload_half8(0, (__global const half*)row + k);
+#elif WTYPE == T_BF16
+  return bf16_8((__global const ushort*)row + k);
 #elif WTYPE == T_Q4_0 || WTYPE == T_Q4_1
 #if WTYPE == T_Q4_0
   __global const uchar* b = row + (k >> 5) * 18;
@@ -158,6 +165,9 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
 #elif WTYPE == T_F16
   __global const half* w = (__global const half*)row + b * 32;
   return fma(vload_half16(0, w), xl, fma(vload_half16(1, w), xh, acc));
+#elif WTYPE == T_BF16
+  __global const ushort* w = (__global const ushort*)row + b * 32;
+  return fma(bf16_16(w), xl, fma(bf16_16(w + 16), xh, acc));
 #elif WTYPE == T_Q4_0
   __global const uchar* blk = row + b * 18;
   const float d = vload_half(0, (__global const half*)blk);

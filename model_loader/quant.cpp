@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -23,7 +24,7 @@ std::array<std::optional<TypeTraits>, kMaxTypeId + 1> make_table() {
   auto set = [&](uint32_t id, const char* name, int64_t elems, size_t bytes, bool supported) {
     // Keep in step with WTYPE in cl_kernels/quant_formats.cl.
     const bool on_device = id == 0 || id == 1 || id == 2 || id == 3 || id == 6 || id == 7 || id == 8 || id == 12 ||
-                           id == 13 || id == 14;
+                           id == 13 || id == 14 || id == 30;
     t[id] = TypeTraits{name, elems, bytes, supported, on_device};
   };
   set(0, "F32", 1, 4, true);
@@ -54,7 +55,7 @@ std::array<std::optional<TypeTraits>, kMaxTypeId + 1> make_table() {
   set(27, "I64", 1, 8, false);
   set(28, "F64", 1, 8, false);
   set(29, "IQ1_M", 256, 56, false);
-  set(30, "BF16", 1, 2, false);
+  set(30, "BF16", 1, 2, true);
   set(34, "TQ1_0", 256, 54, false);
   set(35, "TQ2_0", 256, 66, false);
   return t;
@@ -120,6 +121,16 @@ void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case TensorType::BF16: {  // the upper half of a float's bits
+      const auto* p = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        std::memcpy(dst + i, &bits, 4);
+      }
+      return;
+    }
     case TensorType::Q4_0: return detail::dequantize_q4_0(src, dst, nb);
     case TensorType::Q4_1: return detail::dequantize_q4_1(src, dst, nb);
     case TensorType::Q5_0: return detail::dequantize_q5_0(src, dst, nb);
@@ -141,6 +152,17 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
       auto* p = static_cast<uint8_t*>(dst);
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h = fp32_to_fp16(src[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      return;
+    }
+    case TensorType::BF16: {  // rounded to nearest, ties to even; a NaN stays a (quiet) NaN
+      auto* p = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, src + i, 4);
+        const uint16_t h = std::isnan(src[i]) ? static_cast<uint16_t>((bits >> 16) | 0x40)
+                                              : static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
         std::memcpy(p + 2 * i, &h, 2);
       }
       return;

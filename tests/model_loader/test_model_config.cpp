@@ -108,6 +108,7 @@ TEST(TinyModel, EveryWeightTypeAndUntiedOutput) {
       {TensorType::Q6_K, TensorType::Q6_K, TensorType::F32, 256, 512},
       {TensorType::Q5_K, TensorType::Q5_1, TensorType::Q5_K, 256, 512},  // a Q5_K_M-like mix
       {TensorType::Q5_1, TensorType::Q5_0, TensorType::Q5_1, 64, 128},
+      {TensorType::BF16, TensorType::BF16, TensorType::F16, 64, 128},
   };
   for (const Case& c : cases) {
     TinyLlamaOptions o;
@@ -334,9 +335,9 @@ TEST(ModelConfigErrors, UnsupportedTypes) {
   EXPECT_TRUE(broken(
       [](GgufWriter& w) {
         w.erase_tensor("blk.0.attn_q.weight");
-        w.add_tensor("blk.0.attn_q.weight", TensorType::BF16, {64, 64}, std::vector<uint8_t>(64 * 64 * 2));
+        w.add_tensor("blk.0.attn_q.weight", TensorType::Q8_1, {64, 64}, std::vector<uint8_t>(64 * 2 * 36));
       },
-      {"'blk.0.attn_q.weight' has type BF16, which is not supported", "supported: F32, F16, Q4_0"}));
+      {"'blk.0.attn_q.weight' has type Q8_1, which is not supported", "supported: F32, F16, Q4_0"}));
 }
 
 TEST(ModelConfigErrors, RowsTheDeviceKernelsCannotRead) {

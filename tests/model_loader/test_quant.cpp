@@ -34,7 +34,7 @@ TEST(QuantTraits, BlockSizesFollowTheGgmlFormats) {
   struct Row { TensorType t; const char* name; int64_t elems; size_t bytes; bool supported; };
   const Row rows[] = {
       {TensorType::F32, "F32", 1, 4, true},       {TensorType::F16, "F16", 1, 2, true},
-      {TensorType::BF16, "BF16", 1, 2, false},    {TensorType::Q4_0, "Q4_0", 32, 18, true},
+      {TensorType::BF16, "BF16", 1, 2, true},    {TensorType::Q4_0, "Q4_0", 32, 18, true},
       {TensorType::Q4_1, "Q4_1", 32, 20, true},   {TensorType::Q5_0, "Q5_0", 32, 22, true},
       {TensorType::Q5_1, "Q5_1", 32, 24, true},   {TensorType::Q8_0, "Q8_0", 32, 34, true},
       {TensorType::Q8_1, "Q8_1", 32, 36, false},  {TensorType::Q2_K, "Q2_K", 256, 84, false},
@@ -65,10 +65,30 @@ TEST(QuantTraits, UnsupportedAndRaggedRowsAreErrors) {
   uint8_t in[292] = {};
   EXPECT_TRUE(test::throws_gguf_error([&] { quant::dequantize_row(TensorType::Q2_K, in, out, 256); },
                                       {"no reference dequantizer", "Q2_K"}));
-  EXPECT_TRUE(test::throws_gguf_error([&] { quant::quantize_row(TensorType::BF16, out, in, 4); },
-                                      {"no reference quantizer", "BF16"}));
+  EXPECT_TRUE(test::throws_gguf_error([&] { quant::quantize_row(TensorType::Q8_1, out, in, 32); },
+                                      {"no reference quantizer", "Q8_1"}));
   EXPECT_TRUE(test::throws_gguf_error([&] { quant::dequantize_row(TensorType::Q4_0, in, out, 33); },
                                       {"33", "Q4_0", "block size 32"}));
+}
+
+// BF16 keeps a float's upper 16 bits, rounded to nearest with ties to even; reading it back
+// is exact.
+TEST(Bf16, RoundsToNearestEvenAndReadsBackExactly) {
+  auto bits = [](uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; };
+  const float in[6] = {1.0f, bits(0x3F808000), bits(0x3F818000), bits(0x3F80C000), -2.5f, std::nanf("")};
+  uint16_t q[6];
+  quant::quantize_row(TensorType::BF16, in, q, 6);
+  EXPECT_EQ(q[0], 0x3F80);
+  EXPECT_EQ(q[1], 0x3F80) << "a tie goes to the even neighbour (down here)";
+  EXPECT_EQ(q[2], 0x3F82) << "a tie goes to the even neighbour (up here)";
+  EXPECT_EQ(q[3], 0x3F81) << "above the tie rounds up";
+  EXPECT_EQ(q[4], 0xC020);
+  float out[6];
+  quant::dequantize_row(TensorType::BF16, q, out, 6);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[2], bits(0x3F820000));
+  EXPECT_EQ(out[4], -2.5f);
+  EXPECT_TRUE(std::isnan(out[5]));
 }
 
 TEST(Fp16, KnownValues) {

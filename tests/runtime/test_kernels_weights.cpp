@@ -78,7 +78,7 @@ const char* type_name(TensorType t) { return quant::traits(t).name; }
 // Widths that are multiples of the block size but not powers of two.
 int test_cols(TensorType t) {
   switch (t) {
-    case TensorType::F32: case TensorType::F16: return 200;  // 25 groups of 8
+    case TensorType::F32: case TensorType::F16: case TensorType::BF16: return 200;  // 25 groups of 8
     case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K: return 768;  // 3 super-blocks of 256
     default: return 352;                                     // 11 blocks of 32
   }
@@ -399,7 +399,7 @@ TEST_P(WeightKernel, MatvecQkvRopeMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(AllDeviceTypes, WeightKernel,
                          ::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q4_0, TensorType::Q4_1,
                                            TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K,
-                                           TensorType::Q5_K, TensorType::Q6_K),
+                                           TensorType::Q5_K, TensorType::Q6_K, TensorType::BF16),
                          [](const ::testing::TestParamInfo<TensorType>& info) { return type_name(info.param); });
 
 // ---- gemm.cl on its own -----------------------------------------------------------------
