@@ -1,0 +1,82 @@
+// The weight types no shipped model uses, on a real model: SmolLM2-135M-Instruct's weights
+// rewritten as BF16, and as a Q5_K_M-like mix (Q5_K where rows are whole 256-element
+// super-blocks, Q5_1 elsewhere). The kernels are checked against the host reference one by
+// one (test_kernels_weights.cpp); this checks whole forward passes: each file reads the text
+// as its F16 twin (the same values, dequantized by the host reference) does. Requantizing
+// Q4_1's values onto a 5-bit grid costs accuracy of its own (perplexity 3.46 -> 5.0 here), so
+// the Q5 file is not compared with the original.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model_loader/gguf.h"
+#include "model_loader/gguf_writer.h"
+#include "model_loader/quant.h"
+#include "tests/support/cli_process.h"
+#include "tests/support/gguf_test_util.h"
+
+namespace infinipot {
+namespace {
+
+using gguf::TensorType;
+
+// A copy of `src` whose matrices (2-D, not F32) are dequantized and stored as `type`, or as
+// `fallback` when their rows are not whole blocks of `type`.
+void write_retyped(const std::string& src, const std::string& dst, TensorType type, TensorType fallback) {
+  const gguf::GgufFile f = gguf::GgufFile::open(src);
+  gguf::GgufWriter w(static_cast<uint32_t>(f.alignment()));
+  for (const auto& [key, value] : f.metadata())
+    if (key != "general.alignment") w.set(key, value);
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const uint8_t* data = f.tensor_data(t);
+    const size_t bytes = quant::row_bytes(t.type, t.shape[0]) * t.rows();
+    if (t.shape.size() != 2 || t.type == TensorType::F32) {
+      w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(data, data + bytes));
+      continue;
+    }
+    std::vector<float> values(t.n_elements());
+    quant::dequantize_row(t.type, data, values.data(), t.n_elements());
+    const TensorType to = t.shape[0] % quant::traits(type).block_elems == 0 ? type : fallback;
+    w.add_tensor_f32(t.name, to, t.shape, values);
+  }
+  w.write(dst);
+}
+
+double perplexity(const std::string& model) {
+  const auto r = test::run_infinipot({"perplexity", "-m", model, "-f",
+                                      std::string(INFINIPOT_TEST_SOURCE_DIR) + "/data/perplexity.txt", "-c", "256",
+                                      "--chunks", "3", "--json"},
+                                     {{}, 900});
+  EXPECT_TRUE(test::succeeded(r)) << r.describe();
+  if (r.exit_code != 0) return -1;
+  return nlohmann::json::parse(r.out).at("perplexity").get<double>();
+}
+
+TEST(RetypedModel, Bf16AndQ5MixesReadTheTextAsTheirF16TwinsDo) {
+  const std::string model = test::real_model_path();
+  ASSERT_FALSE(model.empty());
+  test::TempDir dir;
+  const std::string bf16 = dir.file("bf16.gguf"), q5 = dir.file("q5.gguf"), twin = dir.file("twin.gguf");
+  // BF16 holds Q4_1's values to 8 significant bits: nearly the original's figure.
+  write_retyped(model, bf16, TensorType::BF16, TensorType::BF16);
+  const double original = perplexity(model), bf16_ppl = perplexity(bf16);
+  ASSERT_GT(original, 1.0);
+  EXPECT_NEAR(bf16_ppl, original, 0.005 * original);  // measured: 3.4605 and 3.4625
+  // Each file against its F16 twin (the same values, read by the F16 kernels): only the
+  // kernels differ, so the figures agree to the F16 rounding of the values.
+  write_retyped(bf16, twin, TensorType::F16, TensorType::F16);
+  EXPECT_NEAR(bf16_ppl, perplexity(twin), 0.002 * original);
+  write_retyped(model, q5, TensorType::Q5_K, TensorType::Q5_1);
+  int q5k = 0, q51 = 0;
+  for (const auto& t : gguf::GgufFile::open(q5).tensors()) q5k += t.type == TensorType::Q5_K, q51 += t.type == TensorType::Q5_1;
+  EXPECT_GT(q5k, 0);
+  EXPECT_GT(q51, 0);
+  const double q5_ppl = perplexity(q5);
+  write_retyped(q5, twin, TensorType::F16, TensorType::F16);
+  EXPECT_NEAR(q5_ppl, perplexity(twin), 0.002 * original);  // measured: 5.0407 and 5.0410
+}
+
+}  // namespace
+}  // namespace infinipot
