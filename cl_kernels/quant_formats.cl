@@ -112,26 +112,25 @@ inline float8 load8(__global const uchar* row, int k) {
   __global const uchar* b = row + (k >> 5) * 34;
   const float d = vload_half(0, (__global const half*)b);
   return convert_float8(vload8(0, (__global const char*)(b + 2) + (k & 31))) * d;
-#elif WTYPE == T_Q4_K
+#elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
+#if WTYPE == T_Q4_K
   __global const uchar* b = row + (k >> 8) * 144;
-  const int j = (k & 255) >> 5;  // sub-block
-  const float2 sm = k_scale_min(b + 4, j);
-  const float d = vload_half(0, (__global const half*)b) * sm.x;
-  const float m = vload_half(1, (__global const half*)b) * sm.y;
-  const uchar8 q = vload8(0, b + 16 + 32 * (j >> 1) + (k & 31));
-  const float8 v = (j & 1) ? nibbles_hi(q) : nibbles_lo(q);
-  return v * d - m;
-#elif WTYPE == T_Q5_K
+  const int qs_at = 16;
+#else
   __global const uchar* b = row + (k >> 8) * 176;
+  const int qs_at = 48;
+#endif
   const int j = (k & 255) >> 5;  // sub-block
   const int l = k & 31;
   const float2 sm = k_scale_min(b + 4, j);
   const float d = vload_half(0, (__global const half*)b) * sm.x;
   const float m = vload_half(1, (__global const half*)b) * sm.y;
-  const uchar8 q = vload8(0, b + 48 + 32 * (j >> 1) + l);
-  const uchar8 low4 = (j & 1) ? (q >> (uchar8)(4)) : (q & (uchar8)(15));
-  const uchar8 fifth = ((vload8(0, b + 16 + l) >> (uchar8)(j)) & (uchar8)(1)) << (uchar8)(4);
-  return convert_float8(low4 | fifth) * d - m;
+  const uchar8 q = vload8(0, b + qs_at + 32 * (j >> 1) + l);
+  uchar8 v = (j & 1) ? (q >> (uchar8)(4)) : (q & (uchar8)(15));
+#if WTYPE == T_Q5_K
+  v |= ((vload8(0, b + 16 + l) >> (uchar8)(j)) & (uchar8)(1)) << (uchar8)(4);
+#endif
+  return convert_float8(v) * d - m;
 #elif WTYPE == T_Q6_K
   __global const uchar* b = row + (k >> 8) * 210;
   const int j = k & 255;        // position in the super-block
@@ -205,33 +204,30 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
   const float d = vload_half(0, (__global const half*)blk);
   __global const char* q = (__global const char*)(blk + 2);
   return fma((float16)(d), fma(convert_float16(vload16(0, q)), xl, convert_float16(vload16(1, q)) * xh), acc);
-#elif WTYPE == T_Q4_K
+#elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
   // One 32-element sub-block j of super-block b / 8: w = d*sc*q - dmin*m, so the min folds
-  // in as -(dmin*m) * (xl + xh), like Q4_1's offset.
+  // in as -(dmin*m) * (xl + xh), like Q4_1's offset. Q5_K: each q has a fifth bit, bit j of
+  // qh[l] for element l.
+#if WTYPE == T_Q4_K
   __global const uchar* sb = row + (b >> 3) * 144;
-  const int j = b & 7;
-  const float2 sm = k_scale_min(sb + 4, j);
-  const float d = vload_half(0, (__global const half*)sb) * sm.x;
-  const float m = vload_half(1, (__global const half*)sb) * sm.y;
-  __global const uchar* qs = sb + 16 + 32 * (j >> 1);
-  const uchar16 q0 = vload16(0, qs), q1 = vload16(1, qs);
-  const float16 lo = (j & 1) ? convert_float16(q0 >> (uchar16)(4)) : convert_float16(q0 & (uchar16)(15));
-  const float16 hi = (j & 1) ? convert_float16(q1 >> (uchar16)(4)) : convert_float16(q1 & (uchar16)(15));
-  return fma((float16)(-m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
-#elif WTYPE == T_Q5_K
-  // As Q4_K, each element with its fifth bit: bit j of qh[l] for element l of sub-block j.
+  const int qs_at = 16;
+#else
   __global const uchar* sb = row + (b >> 3) * 176;
+  const int qs_at = 48;
+#endif
   const int j = b & 7;
   const float2 sm = k_scale_min(sb + 4, j);
   const float d = vload_half(0, (__global const half*)sb) * sm.x;
   const float m = vload_half(1, (__global const half*)sb) * sm.y;
-  __global const uchar* qs = sb + 48 + 32 * (j >> 1);
+  __global const uchar* qs = sb + qs_at + 32 * (j >> 1);
   const uchar16 q0 = vload16(0, qs), q1 = vload16(1, qs);
-  const uchar16 h0 = ((vload16(0, sb + 16) >> (uchar16)(j)) & (uchar16)(1)) << (uchar16)(4);
-  const uchar16 h1 = ((vload16(1, sb + 16) >> (uchar16)(j)) & (uchar16)(1)) << (uchar16)(4);
-  const uchar16 l0 = (j & 1) ? (q0 >> (uchar16)(4)) : (q0 & (uchar16)(15));
-  const uchar16 l1 = (j & 1) ? (q1 >> (uchar16)(4)) : (q1 & (uchar16)(15));
-  return fma((float16)(-m), xl + xh, fma((float16)(d), fma(convert_float16(l0 | h0), xl, convert_float16(l1 | h1) * xh), acc));
+  uchar16 l0 = (j & 1) ? (q0 >> (uchar16)(4)) : (q0 & (uchar16)(15));
+  uchar16 l1 = (j & 1) ? (q1 >> (uchar16)(4)) : (q1 & (uchar16)(15));
+#if WTYPE == T_Q5_K
+  l0 |= ((vload16(0, sb + 16) >> (uchar16)(j)) & (uchar16)(1)) << (uchar16)(4);
+  l1 |= ((vload16(1, sb + 16) >> (uchar16)(j)) & (uchar16)(1)) << (uchar16)(4);
+#endif
+  return fma((float16)(-m), xl + xh, fma((float16)(d), fma(convert_float16(l0), xl, convert_float16(l1) * xh), acc));
 #elif WTYPE == T_Q6_K
   __global const uchar* sb = row + (b >> 3) * 210;
   const int j = b & 7;           // which 32-run of the super-block
