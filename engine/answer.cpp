@@ -243,22 +243,22 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
     if (span.first < 0) throw std::invalid_argument("--pot-oracle text does not occur in the document");
     engine.pot()->set_oracle(span.first, span.second);
   }
+  const auto watched = o.watch.empty() ? std::pair<int, int>{-1, -1}
+                                        : watch_span(engine.tokenizer(), parts.body,
+                                                     static_cast<int>(parts.prefix.size()), document, o.watch);
   nlohmann::json attention;  // --pot-watch-attention: measured once the document is read
-  if (o.watch_attention && !o.watch.empty()) {
-    const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
-    go.after_body = [&, span] {
+  if (o.watch_attention && !o.watch.empty())
+    go.after_body = [&] {
       MemoryPot& pot = *engine.pot();
-      attention = attention_report(pot, engine.config(), span, pot.catalyst_attention());
+      attention = attention_report(pot, engine.config(), watched, pot.catalyst_attention());
     };
-  }
   Answer a;
   a.result = engine.generate(parts, catalyst, go, question_rows, whole);
   a.kv_capacity = po.capacity;
   a.pot = pot_report(*engine.pot(), static_cast<int>(catalyst.size()));
   a.pot["ccd_cycles"] = engine.pot()->stats().cycles;
   if (!o.watch.empty()) {
-    const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.watch);
-    a.pot["watch"] = watch_report(*engine.pot(), engine.config(), span);
+    a.pot["watch"] = watch_report(*engine.pot(), engine.config(), watched);
     if (o.watch_attention) a.pot["watch"]["question_attention"] = attention;
   }
   if (o.pot_text) {
