@@ -251,15 +251,14 @@ std::string PolicySpec::config() const {
   if (cap_all_rows) s += ":cap_rows=all";
   if (general_catalyst) s += ":catalyst=general";
   if (positions == PositionRule::Stream) s += ":cr_rope=0";  // the name older records carry
-  if (positions == PositionRule::Fit) s += ":positions=fit";
-  if (positions == PositionRule::Gaps) s += ":positions=gaps";
+  else if (positions != PositionRule::Auto) s += std::string(":positions=") + position_rule_name(positions);
   if (gap > 0) s += ":gap=" + std::to_string(gap);
   if (oracle) s += ":oracle=1";
   return s;
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:catalyst=general:cr_rope=0:positions=fit|gaps:gap=G:oracle=1, e.g. "
+  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=token|alnum:cap_rows=all:catalyst=general:cr_rope=0:positions=reset|fit|gaps|auto:gap=G:oracle=1, e.g. "
                             "--policy full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
@@ -323,12 +322,13 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         if (v != on && v != off) throw bad(on + " or " + off);
         *field = v == on;
       } else if (k == "cr_rope") {
-        // The ablation is the off value; cr_rope=1 is the default, accepted and left out.
+        // The paper's ablation is the off value (written cr_rope=0, as older records have it);
+        // cr_rope=1 is positions=reset.
         if (v != "0" && v != "1") throw bad("0 or 1");
         p.positions = v == "1" ? PositionRule::Reset : PositionRule::Stream;
       } else if (k == "positions") {
         const auto rule = parse_position_rule(v);
-        if (!rule) throw bad("reset, stream, fit or gaps");
+        if (!rule) throw bad("reset, stream, fit, gaps or auto");
         p.positions = *rule;
       } else if (k == "gap") {
         if (!parse_int(v, n) || n < 1 || n > (1 << 24)) throw bad("a distance of at least 1");

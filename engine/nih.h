@@ -122,7 +122,7 @@ struct PolicySpec {
   // positions after a distillation, positions=fit squeezes them only past the model's trained
   // context (pot/positions.h); catalyst=general asks the general summarise prompt
   // (CaP-G, engine/answer.h kGeneralCatalyst) instead of the trial's question (CaP-Q).
-  PositionRule positions = PositionRule::Reset;
+  PositionRule positions = PositionRule::Auto;  // auto (the model's rule) is left out of config()
   int gap = 0;  // positions=gaps: the widest cut (gap=G; 0: PotOptions' default)
   bool general_catalyst = false;
   // Which settings the entry itself gave (not --pot/--keep): a setting the policy does not

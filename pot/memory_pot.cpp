@@ -111,6 +111,7 @@ MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const Llam
   if (opts.capacity != kv.capacity())
     throw std::logic_error("MemoryPot: options capacity differs from the KV store's");
   if (opts.keep <= 0 || opts.keep >= opts.capacity) throw std::logic_error("MemoryPot: resolve() the options first");
+  if (opts_.positions == PositionRule::Auto) opts_.positions = default_position_rule(cfg.architecture);
   policy_ = find_policy(opts.policy).make(opts.params);
   needs_ = policy_->needs();
   if (int(needs_.catalyst) + int(needs_.accumulated) + int(needs_.last_query) > 1)

@@ -40,8 +40,9 @@ struct PotOptions {
   int keep = 0;            // |C|: entries left after a distillation, pinned prefix included (0: capacity / 2)
   std::string policy = "infinipot";  // pot/policy_registry.h
   PolicyParams params;     // what shapes the policy's choice (nuc_ratio, pool, recent, per_head, ...)
-  // Where kept entries' positions go at a distillation (pot/positions.h): reset is CR-RoPE.
-  PositionRule positions = PositionRule::Reset;
+  // Where kept entries' positions go at a distillation (pot/positions.h): reset is CR-RoPE;
+  // auto becomes the model's rule when the pot is made (options() then names that rule).
+  PositionRule positions = PositionRule::Auto;
   int position_gap = kDefaultPositionGap;  // gaps: the widest distance a cut leaves between kept neighbours
   // The choice runs on the device (pot/device_choice.h); false: on the host (the reference).
   // The oracle (diagnostics) always runs on the host.

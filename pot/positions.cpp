@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace infinipot {
 
@@ -11,17 +12,23 @@ const char* position_rule_name(PositionRule rule) {
     case PositionRule::Stream: return "stream";
     case PositionRule::Fit: return "fit";
     case PositionRule::Gaps: return "gaps";
+    case PositionRule::Auto: return "auto";
   }
   return "?";
 }
 
 std::optional<PositionRule> parse_position_rule(const std::string& name) {
-  for (PositionRule r : {PositionRule::Reset, PositionRule::Stream, PositionRule::Fit, PositionRule::Gaps})
+  for (PositionRule r : {PositionRule::Reset, PositionRule::Stream, PositionRule::Fit, PositionRule::Gaps, PositionRule::Auto})
     if (name == position_rule_name(r)) return r;
   return std::nullopt;
 }
 
+PositionRule default_position_rule(const std::string& architecture) {
+  return architecture == "gemma3" ? PositionRule::Gaps : PositionRule::Reset;
+}
+
 PositionStep plan_positions(PositionRule rule, int next_position, int room, int window, int keep) {
+  if (rule == PositionRule::Auto) throw std::logic_error("plan_positions: resolve the auto rule first");
   PositionStep step;
   step.applied = rule;
   if (rule == PositionRule::Reset) {

@@ -10,6 +10,8 @@
 //          consecutive entries stay consecutive), with s the largest scale that leaves room
 //          for the next cycle. Older entries are squeezed the most, recent text stays near
 //          true distances; falls back to reset when the kept entries cannot keep any gap.
+//   auto:  the model's own rule (default_position_rule), resolved when the pot is made: the
+//          default.
 //   gaps:  each stretch of dropped text shrinks to at most `gap` positions (PotOptions::
 //          position_gap); text read side by side stays side by side, and short distances stay
 //          true. Positions then grow by the kept text plus a bounded gap per cut, not by the
@@ -25,11 +27,17 @@
 
 namespace infinipot {
 
-enum class PositionRule { Reset, Stream, Fit, Gaps };
+enum class PositionRule { Reset, Stream, Fit, Gaps, Auto };
 constexpr int kDefaultPositionGap = 256;  // gaps' widest cut (PotOptions::position_gap)
 
-const char* position_rule_name(PositionRule rule);  // "reset", "stream", "fit", "gaps"
+const char* position_rule_name(PositionRule rule);  // "reset", "stream", "fit", "gaps", "auto"
 std::optional<PositionRule> parse_position_rule(const std::string& name);
+
+// What `auto` means for a model: `gaps` for Gemma 3, whose global layers read true distances
+// (docs/models.md: on its pass-key table from 4K to 32K tokens gaps finds the most keys and
+// reset the fewest); `reset` (CR-RoPE, the paper's) for every other model, as measured on
+// SmolLM2 (docs/results.md).
+PositionRule default_position_rule(const std::string& architecture);
 
 // What one distillation does to positions, decided once for every layer and head.
 struct PositionStep {

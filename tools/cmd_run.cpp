@@ -110,7 +110,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   ao.pot.keep = o.keep;
   if (o.no_cr_rope && !o.positions.empty() && o.positions != "stream")
     throw CLI::ValidationError("--no-cr-rope keeps stream positions, --positions " + o.positions + " asks otherwise: give one");
-  ao.pot.positions = o.no_cr_rope ? PositionRule::Stream : *parse_position_rule(o.positions.empty() ? "reset" : o.positions);
+  ao.pot.positions = o.no_cr_rope ? PositionRule::Stream : *parse_position_rule(o.positions.empty() ? "auto" : o.positions);
   if (o.position_gap > 0 && ao.pot.positions != PositionRule::Gaps)
     throw CLI::ValidationError("--position-gap sets how wide --positions gaps leaves a cut: add --positions gaps or drop it");
   if (o.position_gap > 0) ao.pot.position_gap = o.position_gap;
@@ -308,10 +308,10 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
   sub->add_flag("--no-cr-rope", o->no_cr_rope, "Keep stream positions after a distillation (ablation of CR-RoPE; "
                 "the same as --positions stream)");
   sub->add_option("--positions", o->positions, "Where kept entries' RoPE positions go at a distillation: reset "
-                  "(CR-RoPE, 0..keep-1; the default), stream (as read), fit (as read while inside the model's "
-                  "trained context, squeezed to fit it after), gaps (as read, but each cut shrunk to at most "
-                  "--position-gap positions)")
-      ->check(CLI::IsMember({"reset", "stream", "fit", "gaps"}));
+                  "(CR-RoPE, 0..keep-1), stream (as read), fit (as read while inside the model's trained context, "
+                  "squeezed to fit it after), gaps (as read, but each cut shrunk to at most --position-gap "
+                  "positions), auto (the default: gaps for Gemma 3, reset for the others)")
+      ->check(CLI::IsMember({"reset", "stream", "fit", "gaps", "auto"}));
   sub->add_option("--position-gap", o->position_gap, "With --positions gaps: the widest distance a cut leaves between "
                   "kept neighbours (default 256)")->check(CLI::Range(1, 1 << 24));
   sub->add_flag("--round-activations", o->round_activations,

@@ -226,21 +226,24 @@ TEST(NihLists, CatalystAndCrRopeAblationsAreNamedOnlyWhenOffTheDefault) {
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[0].config(), "infinipot:pot=1024:catalyst=general");
   EXPECT_TRUE(p[0].general_catalyst);
-  EXPECT_EQ(p[0].positions, PositionRule::Reset);
+  EXPECT_EQ(p[0].positions, PositionRule::Auto) << "the model's rule, resolved when the pot is made";
   EXPECT_EQ(p[1].config(), "infinipot:pot=1024:cr_rope=0");
   EXPECT_EQ(p[1].positions, PositionRule::Stream);
   EXPECT_FALSE(p[1].general_catalyst);
-  EXPECT_EQ(p[2].config(), "cap:pot=1024") << "the defaults, given, are left out";
+  EXPECT_EQ(p[2].config(), "cap:pot=1024:positions=reset") << "cr_rope=1 names reset (auto is the default)";
   EXPECT_TRUE(p[2].positions == PositionRule::Reset && !p[2].general_catalyst);
   EXPECT_EQ(p[3].config(), "infinipot:pot=1024:nuc_ratio=0.25:catalyst=general:cr_rope=0");
   EXPECT_EQ(p[4].config(), "infinipot:pot=2048");
-  // positions=stream is cr_rope=0 (one config, the older name); fit is named; reset is left out.
-  const auto q = parse_policies("infinipot:positions=fit,cap:positions=reset,h2o:positions=stream", 1024, 0);
-  ASSERT_EQ(q.size(), 3u);
+  // positions=stream is cr_rope=0 (one config, the older name); fit and reset are named; auto,
+  // the default, is left out.
+  const auto q = parse_policies("infinipot:positions=fit,cap:positions=reset,h2o:positions=stream,nuc:positions=auto",
+                                1024, 0);
+  ASSERT_EQ(q.size(), 4u);
   EXPECT_EQ(q[0].config(), "infinipot:pot=1024:positions=fit");
   EXPECT_EQ(q[0].positions, PositionRule::Fit);
-  EXPECT_EQ(q[1].config(), "cap:pot=1024");
+  EXPECT_EQ(q[1].config(), "cap:pot=1024:positions=reset");
   EXPECT_EQ(q[2].config(), "h2o:pot=1024:cr_rope=0");
+  EXPECT_EQ(q[3].config(), "nuc:pot=1024");
   EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:positions=stream", 1024, 0), std::invalid_argument);
   // gaps is named, its width only when not the default (so gap=256 given is the same config).
   const auto g = parse_policies("infinipot:positions=gaps,h2o:positions=gaps:gap=16,cap:positions=gaps:gap=256", 1024, 0);
@@ -274,7 +277,7 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("h2o:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
   EXPECT_NE(message("infinipot:units=words").find("word, plain, alnum or token"), std::string::npos);
   EXPECT_NE(message("infinipot:cr_rope=no").find("cr_rope=no is not 0 or 1"), std::string::npos);
-  EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream, fit or gaps"),
+  EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream, fit, gaps or auto"),
             std::string::npos);
   EXPECT_NE(message("infinipot:gap=16").find("add positions=gaps"), std::string::npos);
   EXPECT_NE(message("infinipot:positions=fit:gap=16").find("add positions=gaps"), std::string::npos);

@@ -366,6 +366,7 @@ TEST_F(CliPot, SmallPotDistillsWithinTheMinimumBudget) {
   EXPECT_EQ(j.at("policy").get<std::string>(), "infinipot") << "the default policy with --pot";
   EXPECT_EQ(j.at("ccd_cycles").get<int>(), pot.at("cycles").get<int>());
   EXPECT_TRUE(pot.at("cr_rope").get<bool>());
+  EXPECT_EQ(pot.at("positions").get<std::string>(), "reset") << "--positions auto is CR-RoPE on a llama model";
   EXPECT_GT(pot.at("catalyst_tokens").get<int>(), 0);
   EXPECT_GT(pot.at("pinned").get<int>(), 0);
   EXPECT_EQ(pot.at("tokens_read").get<long long>(), j.at("prompt_tokens").get<long long>());

@@ -47,7 +47,7 @@ TEST(PositionPlan, SqueezeScalesGapsAndKeepsRunsConsecutive) {
   EXPECT_EQ(squeeze_positions({0, 300, 301, 9000}, 1e-6), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(squeeze_positions({7, 8, 9}, 1.0), (std::vector<int>{7, 8, 9}));
   EXPECT_TRUE(squeeze_positions({}, 0.5).empty());
-  for (const auto& rule : {"reset", "stream", "fit", "gaps"}) EXPECT_EQ(position_rule_name(*parse_position_rule(rule)), std::string(rule));
+  for (const auto& rule : {"reset", "stream", "fit", "gaps", "auto"}) EXPECT_EQ(position_rule_name(*parse_position_rule(rule)), std::string(rule));
   EXPECT_FALSE(parse_position_rule("cr-rope").has_value());
 }
 

@@ -182,6 +182,33 @@ TEST(SlidingWindow, FitPositionsStayInsideTheTrainedContext) {
   EXPECT_GT(pos.back(), static_cast<int>(pos.size()) - 1) << "fit keeps squeezed gaps, reset would pack";
 }
 
+// positions=auto (the default) is the model's rule: gaps on Gemma 3, reset on llama; the pot
+// then runs exactly as with that rule named.
+TEST(SlidingWindow, AutoPositionsAreGapsOnGemma3AndResetOnLlama) {
+  test::TempDir dir;
+  for (const bool gemma : {true, false}) {
+    SCOPED_TRACE(gemma ? "gemma3" : "llama");
+    TinyLlamaOptions o;
+    if (gemma) o.arch = "gemma3", o.name = "tiny-gemma3", o.n_layer = 3, o.swa_pattern = 3, o.sliding_window = kWindow;
+    const std::string path = dir.file(gemma ? "g.gguf" : "l.gguf");
+    write_tiny_llama(path, o);
+    EngineOptions eo;
+    eo.model_path = path, eo.kv_type = "f32", eo.chunk = kPotChunk;
+    Engine e(eo);
+    const PromptParts parts = e.prompt_parts("", document(48), kQuestion);
+    PotOptions po = pot_options(96, 0, "infinipot");
+    po.positions = PotOptions{}.positions;  // the default (the fixture names reset)
+    ASSERT_EQ(po.positions, PositionRule::Auto);
+    run_pot(e, parts, catalyst_for(e, parts, po), po, 4, true, false, /*ignore_eos=*/true);
+    const PositionRule expect = gemma ? PositionRule::Gaps : PositionRule::Reset;
+    EXPECT_EQ(e.pot()->options().positions, expect);
+    const uint64_t automatic = e.pot()->digest();
+    po.positions = expect;
+    run_pot(e, parts, catalyst_for(e, parts, po), po, 4, true, false, /*ignore_eos=*/true);
+    EXPECT_EQ(e.pot()->digest(), automatic);
+  }
+}
+
 // SnapKV holds the whole input, then keeps --pot entries of the global layers once; the
 // local store is the same window + chunk. With --watch the report covers the global layers.
 TEST(SlidingWindow, SnapKvKeepsPotEntriesOfTheGlobalLayers) {
