@@ -414,7 +414,7 @@ void add_nih_command(CLI::App& app) {
   auto o = std::make_shared<NihOpts>();
   sub->add_option("-m,--model", o->model, "GGUF model file");
   sub->add_option("--policy", o->policies, "Comma list of KV policies, each NAME or NAME:pot=N:keep=K:nuc_ratio=A:"
-                  "pool=P:ahead=F:recent=R:units=word|alnum|token:... (" + policy_names(", ") +
+                  "pool=P:ahead=F:recent=R:units=word|plain|alnum|token:... (" + policy_names(", ") +
                   "; every setting: the error message of a wrong one)")->capture_default_str();
   sub->add_option("--pot", o->pot, "Pot size (KV entries) for entries that give no pot=N")->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
