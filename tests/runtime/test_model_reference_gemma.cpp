@@ -228,7 +228,10 @@ TEST(GemmaPot, ReadsThroughAPotOverTheGlobalLayers) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["prompt_tokens"].get<int>(), 512 + 128);
   EXPECT_GT(j["pot"]["cycles"].get<int>(), 0);
-  EXPECT_LE(j["pot"]["max_position"].get<int>(), 128);
+  // --positions auto is gaps on Gemma 3: positions keep the kept text's own distances and
+  // shrink every cut, so they stay below the stream's (no reset to 0 .. 127).
+  EXPECT_EQ(j["pot"]["positions"].get<std::string>(), "gaps");
+  EXPECT_LT(j["pot"]["max_position"].get<int>(), j["prompt_tokens"].get<int>() - 1);
   const uint64_t entry = 2ull * 256 * 4;  // K and V of one token in one layer
   // the local store's compaction buffers: a layer's K copy, slot and delta lists, and the
   // delta list's (cos, sin) table (128 float pairs per slot)
