@@ -93,6 +93,29 @@ TEST(PositionPlan, SnapshotSettingsCarryTheRule) {
   }
 }
 
+// The unit rule too; snapshots from before it name two flags (and, older still, none).
+TEST(PositionPlan, SnapshotSettingsCarryTheUnitRule) {
+  PotOptions o;
+  o.capacity = 64, o.keep = 32;
+  for (UnitRule r : {UnitRule::Word, UnitRule::Plain, UnitRule::Alnum, UnitRule::Token}) {
+    o.params.units = r;
+    EXPECT_EQ(MemoryPot::options_from_settings(MemoryPot::settings_json(o)).params.units, r) << unit_rule_name(r);
+  }
+  nlohmann::json old = MemoryPot::settings_json(o);
+  old["params"].erase("units");
+  old["params"]["token_units"] = false;
+  old["params"]["alnum_units"] = false;
+  EXPECT_EQ(MemoryPot::options_from_settings(old).params.units, UnitRule::Plain) << "the word rule of its day";
+  old["params"]["alnum_units"] = true;
+  EXPECT_EQ(MemoryPot::options_from_settings(old).params.units, UnitRule::Alnum);
+  old["params"].erase("alnum_units");
+  EXPECT_EQ(MemoryPot::options_from_settings(old).params.units, UnitRule::Alnum) << "before word runs had marks";
+  old["params"]["token_units"] = true;
+  EXPECT_EQ(MemoryPot::options_from_settings(old).params.units, UnitRule::Token);
+  old["params"]["units"] = "syllable";
+  EXPECT_THROW(MemoryPot::options_from_settings(old), std::invalid_argument);
+}
+
 std::string tiny_model_with_context(int n_ctx) {
   static test::TempDir dir;
   const std::string p = dir.file("tiny-ctx" + std::to_string(n_ctx) + ".gguf");
