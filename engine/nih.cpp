@@ -250,11 +250,24 @@ std::string PolicySpec::config() const {
   if (units != UnitRule::Word) s += std::string(":units=") + unit_rule_name(units);
   if (cap_all_rows) s += ":cap_rows=all";
   if (general_catalyst) s += ":catalyst=general";
+  // Reset (CR-RoPE) is what a config without a rule has always meant, on every model; `auto`
+  // is named by what it resolves to (resolve_positions), so a label never depends on the model.
   if (positions == PositionRule::Stream) s += ":cr_rope=0";  // the name older records carry
-  else if (positions != PositionRule::Auto) s += std::string(":positions=") + position_rule_name(positions);
+  else if (positions == PositionRule::Fit || positions == PositionRule::Gaps)
+    s += std::string(":positions=") + position_rule_name(positions);
   if (gap > 0) s += ":gap=" + std::to_string(gap);
   if (oracle) s += ":oracle=1";
   return s;
+}
+
+void resolve_positions(std::vector<PolicySpec>& specs, const std::string& architecture) {
+  std::vector<PolicySpec> out;
+  std::set<std::string> seen;
+  for (PolicySpec& s : specs) {
+    if (s.positions == PositionRule::Auto) s.positions = default_position_rule(architecture);
+    if (seen.insert(s.config()).second) out.push_back(s);  // "infinipot" and its rule named: one config
+  }
+  specs = std::move(out);
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
@@ -323,7 +336,7 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
         *field = v == on;
       } else if (k == "cr_rope") {
         // The paper's ablation is the off value (written cr_rope=0, as older records have it);
-        // cr_rope=1 is positions=reset.
+        // cr_rope=1 is positions=reset, left out of the config.
         if (v != "0" && v != "1") throw bad("0 or 1");
         p.positions = v == "1" ? PositionRule::Reset : PositionRule::Stream;
       } else if (k == "positions") {

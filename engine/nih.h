@@ -122,7 +122,7 @@ struct PolicySpec {
   // positions after a distillation, positions=fit squeezes them only past the model's trained
   // context (pot/positions.h); catalyst=general asks the general summarise prompt
   // (CaP-G, engine/answer.h kGeneralCatalyst) instead of the trial's question (CaP-Q).
-  PositionRule positions = PositionRule::Auto;  // auto (the model's rule) is left out of config()
+  PositionRule positions = PositionRule::Auto;  // auto: the model's rule, set by resolve_positions
   int gap = 0;  // positions=gaps: the widest cut (gap=G; 0: PotOptions' default)
   bool general_catalyst = false;
   // Which settings the entry itself gave (not --pot/--keep): a setting the policy does not
@@ -136,6 +136,9 @@ struct PolicySpec {
 // Parses the comma list; default_pot/default_keep are --pot/--keep. Throws
 // std::invalid_argument naming --policy and the bad entry.
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep);
+// Gives each spec whose rule is `auto` the model's rule (pot/positions.h default_position_rule),
+// so configs and records name it; a spec that then repeats an earlier config is dropped.
+void resolve_positions(std::vector<PolicySpec>& specs, const std::string& architecture);
 // "4096,8192" or "4K,128k" (K = 1024) -> token counts > 0. Throws naming `flag`.
 std::vector<int> parse_lengths(const std::string& list, const std::string& flag);
 // "0.1,0.5,0.9" -> fractions in [0, 1]. Throws naming `flag`.

@@ -169,6 +169,7 @@ void nih_command(const NihOpts& o) {
   }
 
   Engine engine(engine_options(o.model, o.device, o.device_mem, o.chunk, o.kv_type));
+  nih::resolve_positions(specs, engine.config().architecture);
   const int full_max = o.full_max > 0 ? o.full_max : engine.config().n_ctx_train;
   const std::string model_name = std::filesystem::path(o.model).filename().string();
   for (const auto& r : res.records)

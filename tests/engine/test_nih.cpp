@@ -230,20 +230,32 @@ TEST(NihLists, CatalystAndCrRopeAblationsAreNamedOnlyWhenOffTheDefault) {
   EXPECT_EQ(p[1].config(), "infinipot:pot=1024:cr_rope=0");
   EXPECT_EQ(p[1].positions, PositionRule::Stream);
   EXPECT_FALSE(p[1].general_catalyst);
-  EXPECT_EQ(p[2].config(), "cap:pot=1024:positions=reset") << "cr_rope=1 names reset (auto is the default)";
+  EXPECT_EQ(p[2].config(), "cap:pot=1024") << "reset, given, is left out (what no rule has always meant)";
   EXPECT_TRUE(p[2].positions == PositionRule::Reset && !p[2].general_catalyst);
   EXPECT_EQ(p[3].config(), "infinipot:pot=1024:nuc_ratio=0.25:catalyst=general:cr_rope=0");
   EXPECT_EQ(p[4].config(), "infinipot:pot=2048");
-  // positions=stream is cr_rope=0 (one config, the older name); fit and reset are named; auto,
-  // the default, is left out.
+  // positions=stream is cr_rope=0 (one config, the older name); fit is named; reset is left
+  // out; auto is named by what the model makes it (resolve_positions).
   const auto q = parse_policies("infinipot:positions=fit,cap:positions=reset,h2o:positions=stream,nuc:positions=auto",
                                 1024, 0);
   ASSERT_EQ(q.size(), 4u);
   EXPECT_EQ(q[0].config(), "infinipot:pot=1024:positions=fit");
   EXPECT_EQ(q[0].positions, PositionRule::Fit);
-  EXPECT_EQ(q[1].config(), "cap:pot=1024:positions=reset");
+  EXPECT_EQ(q[1].config(), "cap:pot=1024");
   EXPECT_EQ(q[2].config(), "h2o:pot=1024:cr_rope=0");
-  EXPECT_EQ(q[3].config(), "nuc:pot=1024");
+  EXPECT_EQ(q[3].positions, PositionRule::Auto);
+  // Resolved: gaps on Gemma 3 (named), reset on llama (left out); a spec that then repeats a
+  // config is dropped.
+  auto gemma = parse_policies("infinipot,infinipot:positions=gaps,cap:positions=reset,h2o:cr_rope=0", 1024, 0);
+  resolve_positions(gemma, "gemma3");
+  ASSERT_EQ(gemma.size(), 3u);
+  EXPECT_EQ(gemma[0].config(), "infinipot:pot=1024:positions=gaps");
+  EXPECT_EQ(gemma[1].config(), "cap:pot=1024");
+  EXPECT_EQ(gemma[2].config(), "h2o:pot=1024:cr_rope=0");
+  auto llama = parse_policies("infinipot,nuc:positions=auto", 1024, 0);
+  resolve_positions(llama, "llama");
+  EXPECT_EQ(llama[0].config(), "infinipot:pot=1024");
+  EXPECT_EQ(llama[1].positions, PositionRule::Reset);
   EXPECT_THROW(parse_policies("infinipot:cr_rope=0,infinipot:positions=stream", 1024, 0), std::invalid_argument);
   // gaps is named, its width only when not the default (so gap=256 given is the same config).
   const auto g = parse_policies("infinipot:positions=gaps,h2o:positions=gaps:gap=16,cap:positions=gaps:gap=256", 1024, 0);
