@@ -33,12 +33,13 @@ std::optional<UnitRule> parse_unit_rule(const std::string& name) {
   return std::nullopt;
 }
 
-bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_joined) {
+bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_joined, int run_tokens) {
   if (rule == UnitRule::Token) return false;
   const bool marks = rule != UnitRule::Alnum;
   if (cur & kStartsWord)
     return (prev & kEndsWord) || (marks && (prev & kOnlySpaces)) ||
-           (rule == UnitRule::Word && prev_joined && (prev & kOnlyPunct));  // a mark inside a word
+           (rule == UnitRule::Word && prev_joined && (prev & kOnlyPunct) &&  // a mark inside a word
+            run_tokens < kMaxRunThroughMarks);
   return marks && (cur & kStartsPunct) && (prev & kEndsWord);
 }
 

@@ -31,8 +31,14 @@ enum class UnitRule { Word, Plain, Alnum, Token };
 const char* unit_rule_name(UnitRule rule);
 std::optional<UnitRule> parse_unit_rule(const std::string& name);
 
+// A run goes on through a mark inside a word only while it is shorter than this many tokens:
+// a uuid is about 35 of SmolLM2's, while a line of CSV, minified code or JSON has no space
+// for thousands of tokens and must not become one unit (a chosen token keeps its whole run).
+constexpr int kMaxRunThroughMarks = 48;
+
 // Whether a token with edges `cur` continues the run of the token before it (edges `prev`;
-// prev_joined: whether that token continued a run itself). Token: never.
-bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_joined);
+// prev_joined: whether that token continued a run itself; run_tokens: tokens in that run so
+// far). Token: never.
+bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_joined, int run_tokens = 1);
 
 }  // namespace infinipot

@@ -2,6 +2,7 @@
 // tokenizer splits them.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,7 +17,9 @@ std::vector<int> runs(const std::vector<std::string>& tokens, UnitRule rule) {
   std::vector<int> start(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     const bool prev_joined = i > 0 && start[i - 1] < static_cast<int>(i) - 1;
-    const bool joins = i > 0 && joins_run(token_edges(tokens[i - 1]), token_edges(tokens[i]), rule, prev_joined);
+    const int run_tokens = i > 0 ? static_cast<int>(i) - start[i - 1] : 0;
+    const bool joins =
+        i > 0 && joins_run(token_edges(tokens[i - 1]), token_edges(tokens[i]), rule, prev_joined, run_tokens);
     start[i] = joins ? start[i - 1] : static_cast<int>(i);
   }
   return start;
@@ -83,6 +86,19 @@ TEST(WordRuns, MarksInsideAWordContinueItsRun) {
   EXPECT_EQ(runs(apart, UnitRule::Word), expect);
   const std::vector<int> tokens = runs(apart, UnitRule::Token);
   for (size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(tokens[i], static_cast<int>(i));
+}
+
+// A line without spaces (CSV, minified code) is not one unit: through marks a run goes on only
+// while shorter than kMaxRunThroughMarks tokens, then the next word starts another.
+TEST(WordRuns, RunsThroughMarksAreBounded) {
+  std::vector<std::string> csv;
+  for (int i = 0; i < 100; ++i) csv.insert(csv.end(), {std::to_string(i % 10), ","});
+  const std::vector<int> r = runs(csv, UnitRule::Word);
+  std::map<int, int> sizes;
+  for (int s : r) ++sizes[s];
+  EXPECT_GT(sizes.size(), 1u);
+  for (const auto& [start, n] : sizes) EXPECT_LE(n, kMaxRunThroughMarks) << "run at " << start;
+  EXPECT_EQ(sizes.begin()->second, kMaxRunThroughMarks) << "a run stops at the bound, not before";
 }
 
 TEST(WordRuns, RuleNamesRoundTrip) {
