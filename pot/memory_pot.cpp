@@ -238,12 +238,9 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
   std::vector<int> unit(n);
   for (int r = 0; r < n; ++r) {
     const TokenId t = tokens[from + r];
-    // The token before continued a run when its run began before it.
-    const bool prev_joined = last_unit_ >= 0 && last_unit_ < stream_pos_ + r - 1;
-    const int run_tokens = last_unit_ >= 0 ? stream_pos_ + r - last_unit_ : 0;
-    const bool joins = last_token_ >= 0 && t >= 0 && size_t(t) < token_edges_.size() &&
-                       joins_run(token_edges_[last_token_], token_edges_[t], opts_.params.units, prev_joined, run_tokens);
-    unit[r] = joins ? (r > 0 ? unit[r - 1] : last_unit_) : stream_pos_ + r;
+    const int at = stream_pos_ + r;
+    const bool known = last_token_ >= 0 && last_unit_ >= 0 && t >= 0 && size_t(t) < token_edges_.size();
+    unit[r] = known ? run_start(token_edges_[last_token_], token_edges_[t], opts_.params.units, last_unit_, at) : at;
     last_token_ = t;
     last_unit_ = unit[r];
   }

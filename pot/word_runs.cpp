@@ -43,4 +43,9 @@ bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_j
   return marks && (cur & kStartsPunct) && (prev & kEndsWord);
 }
 
+int run_start(unsigned char prev, unsigned char cur, UnitRule rule, int prev_start, int at) {
+  const bool prev_joined = prev_start < at - 1;  // the token before began its run earlier
+  return joins_run(prev, cur, rule, prev_joined, at - prev_start) ? prev_start : at;
+}
+
 }  // namespace infinipot

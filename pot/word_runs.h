@@ -41,4 +41,9 @@ constexpr int kMaxRunThroughMarks = 48;
 // far). Token: never.
 bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_joined, int run_tokens = 1);
 
+// Where the run of the token at stream index `at` (edges `cur`) starts, given the token before
+// it (edges `prev`, its run starting at `prev_start`): prev_start when it joins, else `at`.
+// The one loop step the pot and the tests share.
+int run_start(unsigned char prev, unsigned char cur, UnitRule rule, int prev_start, int at);
+
 }  // namespace infinipot

@@ -35,10 +35,8 @@ int differences(const Tokenizer& tok, const std::string& text) {
     const int at = static_cast<int>(i);
     const unsigned char cur = token_edges(tok.decode_token(ids[i]));
     const unsigned char prev = i > 0 ? token_edges(tok.decode_token(ids[i - 1])) : 0;
-    const bool w = i > 0 && joins_run(prev, cur, UnitRule::Word, word < at - 1, at - word);
-    const bool p = i > 0 && joins_run(prev, cur, UnitRule::Plain, plain < at - 1, at - plain);
-    word = w ? word : at;
-    plain = p ? plain : at;
+    word = i > 0 ? run_start(prev, cur, UnitRule::Word, word, at) : at;
+    plain = i > 0 ? run_start(prev, cur, UnitRule::Plain, plain, at) : at;
     diff += word != plain;
   }
   return diff;

@@ -16,11 +16,8 @@ namespace {
 std::vector<int> runs(const std::vector<std::string>& tokens, UnitRule rule) {
   std::vector<int> start(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
-    const bool prev_joined = i > 0 && start[i - 1] < static_cast<int>(i) - 1;
-    const int run_tokens = i > 0 ? static_cast<int>(i) - start[i - 1] : 0;
-    const bool joins =
-        i > 0 && joins_run(token_edges(tokens[i - 1]), token_edges(tokens[i]), rule, prev_joined, run_tokens);
-    start[i] = joins ? start[i - 1] : static_cast<int>(i);
+    const int at = static_cast<int>(i);
+    start[i] = i > 0 ? run_start(token_edges(tokens[i - 1]), token_edges(tokens[i]), rule, start[i - 1], at) : at;
   }
   return start;
 }
