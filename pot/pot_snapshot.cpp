@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
@@ -280,6 +281,8 @@ void write_pot_snapshot(const std::string& path, const PotSnapshot& s) {
 }
 
 PotSnapshot read_pot_snapshot(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw std::invalid_argument("--load-pot: '" + path + "' is a directory; give the snapshot file --save-pot wrote");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument("--load-pot: cannot read '" + path + "' (no such file or no permission)");
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

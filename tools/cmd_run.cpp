@@ -1,6 +1,7 @@
 // infinipot run: answer a prompt, or a question about a long document, on the device.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -81,6 +82,8 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   if (!o.save_pot.empty() && !use_pot)
     throw CLI::ValidationError("--save-pot saves a memory pot: give --pot N (and a pot --policy)");
   if (!o.save_pot.empty()) {  // checked before reading the document, not after
+    if (std::filesystem::is_directory(o.save_pot))
+      throw std::invalid_argument("--save-pot: '" + o.save_pot + "' is a directory; give a file name inside it");
     const std::string probe = o.save_pot + ".partial";
     if (!std::ofstream(probe)) throw std::invalid_argument("--save-pot: cannot write '" + o.save_pot + "' (missing directory or no permission)");
     std::remove(probe.c_str());

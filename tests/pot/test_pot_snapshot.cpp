@@ -290,6 +290,11 @@ TEST_F(PotSnapshotCli, ForeignDamagedOrMisusedSnapshotsAreClearErrors) {
                                   kQuick));
   EXPECT_TRUE(test::fails_cleanly(run({"-f", doc_, "--pot", "160", "-n", "2", "--save-pot", dir_.file("no/dir/f.pot")}),
                                   {"--save-pot", "no/dir/f.pot"}, 1, kQuick));
+  // A directory is named as one, on load and on save.
+  EXPECT_TRUE(test::fails_cleanly(run({"--load-pot", dir_.path(), "-q", "Q"}), {"--load-pot", "is a directory"}, 1,
+                                  kQuick));
+  EXPECT_TRUE(test::fails_cleanly(run({"-f", doc_, "--pot", "160", "-n", "2", "--save-pot", dir_.path()}),
+                                  {"--save-pot", "is a directory"}, 1, kQuick));
 }
 
 }  // namespace
