@@ -34,12 +34,11 @@ std::optional<UnitRule> parse_unit_rule(const std::string& name) {
 }
 
 bool joins_run(unsigned char prev, unsigned char cur, UnitRule rule, bool prev_joined, int run_tokens) {
-  if (rule == UnitRule::Token) return false;
+  if (rule == UnitRule::Token || run_tokens >= kMaxRunTokens) return false;
   const bool marks = rule != UnitRule::Alnum;
   if (cur & kStartsWord)
     return (prev & kEndsWord) || (marks && (prev & kOnlySpaces)) ||
-           (rule == UnitRule::Word && prev_joined && (prev & kOnlyPunct) &&  // a mark inside a word
-            run_tokens < kMaxRunThroughMarks);
+           (rule == UnitRule::Word && prev_joined && (prev & kOnlyPunct));  // a mark inside a word
   return marks && (cur & kStartsPunct) && (prev & kEndsWord);
 }
 

@@ -31,10 +31,12 @@ enum class UnitRule { Word, Plain, Alnum, Token };
 const char* unit_rule_name(UnitRule rule);
 std::optional<UnitRule> parse_unit_rule(const std::string& name);
 
-// A run goes on through a mark inside a word only while it is shorter than this many tokens:
-// a uuid is about 35 of SmolLM2's, while a line of CSV, minified code or JSON has no space
-// for thousands of tokens and must not become one unit (a chosen token keeps its whole run).
-constexpr int kMaxRunThroughMarks = 48;
+// No run grows past this many tokens, whatever joins it. A uuid is about 35 of SmolLM2's
+// tokens and an English word or number a few; text written without spaces (a line of CSV,
+// minified code or JSON, base64, a hash list, Chinese or Japanese prose) would otherwise be
+// one unit of thousands of tokens that shares one score and, once chosen, fills the keep
+// budget with its own tail.
+constexpr int kMaxRunTokens = 48;
 
 // Whether a token with edges `cur` continues the run of the token before it (edges `prev`;
 // prev_joined: whether that token continued a run itself; run_tokens: tokens in that run so

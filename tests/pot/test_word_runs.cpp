@@ -85,17 +85,36 @@ TEST(WordRuns, MarksInsideAWordContinueItsRun) {
   for (size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(tokens[i], static_cast<int>(i));
 }
 
-// A line without spaces (CSV, minified code) is not one unit: through marks a run goes on only
-// while shorter than kMaxRunThroughMarks tokens, then the next word starts another.
-TEST(WordRuns, RunsThroughMarksAreBounded) {
+// Text without spaces is not one unit: a run stops at kMaxRunTokens tokens and the next token
+// starts another, through marks (CSV, minified code) and through letters alike (Chinese prose,
+// base64), under every rule that joins tokens.
+std::map<int, int> run_sizes(const std::vector<std::string>& tokens, UnitRule rule) {
+  std::map<int, int> sizes;
+  for (int s : runs(tokens, rule)) ++sizes[s];
+  return sizes;
+}
+
+TEST(WordRuns, RunsAreBounded) {
   std::vector<std::string> csv;
   for (int i = 0; i < 100; ++i) csv.insert(csv.end(), {std::to_string(i % 10), ","});
-  const std::vector<int> r = runs(csv, UnitRule::Word);
-  std::map<int, int> sizes;
-  for (int s : r) ++sizes[s];
-  EXPECT_GT(sizes.size(), 1u);
-  for (const auto& [start, n] : sizes) EXPECT_LE(n, kMaxRunThroughMarks) << "run at " << start;
-  EXPECT_EQ(sizes.begin()->second, kMaxRunThroughMarks) << "a run stops at the bound, not before";
+  // Chinese prose: every token (here U+5B83) starts and ends with a non-ASCII byte.
+  std::vector<std::string> hanzi(130, "\xe5\xae\x83");
+  std::vector<std::string> base64;
+  for (int i = 0; i < 130; ++i) base64.push_back(i % 2 ? "Qx" : "9z");
+  struct Case {
+    const char* name;
+    const std::vector<std::string>& tokens;
+    UnitRule rule;
+  };
+  for (const Case& c : {Case{"csv", csv, UnitRule::Word}, Case{"hanzi", hanzi, UnitRule::Word},
+                        Case{"hanzi", hanzi, UnitRule::Plain}, Case{"base64", base64, UnitRule::Alnum}}) {
+    SCOPED_TRACE(std::string(c.name) + " " + unit_rule_name(c.rule));
+    const std::map<int, int> sizes = run_sizes(c.tokens, c.rule);
+    EXPECT_GT(sizes.size(), 1u);
+    for (const auto& [start, n] : sizes) EXPECT_LE(n, kMaxRunTokens) << "run at " << start;
+    EXPECT_EQ(sizes.begin()->second, kMaxRunTokens) << "a run stops at the bound, not before";
+  }
+  EXPECT_EQ(run_sizes(hanzi, UnitRule::Token).size(), hanzi.size());
 }
 
 TEST(WordRuns, RuleNamesRoundTrip) {
