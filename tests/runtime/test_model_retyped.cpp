@@ -70,7 +70,10 @@ TEST(RetypedModel, Bf16AndQ5MixesReadTheTextAsTheirF16TwinsDo) {
   EXPECT_NEAR(bf16_ppl, perplexity(twin), 0.002 * original);
   write_retyped(model, q5, TensorType::Q5_K, TensorType::Q5_1);
   int q5k = 0, q51 = 0;
-  for (const auto& t : gguf::GgufFile::open(q5).tensors()) q5k += t.type == TensorType::Q5_K, q51 += t.type == TensorType::Q5_1;
+  // The file must outlive the loop: a range-for over open(q5).tensors() would read a
+  // vector the temporary GgufFile has already freed.
+  const auto q5_file = gguf::GgufFile::open(q5);
+  for (const auto& t : q5_file.tensors()) q5k += t.type == TensorType::Q5_K, q51 += t.type == TensorType::Q5_1;
   EXPECT_GT(q5k, 0);
   EXPECT_GT(q51, 0);
   const double q5_ppl = perplexity(q5);
