@@ -30,15 +30,25 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   if (find_policy(o.policy).residency == Residency::FullCache)
     throw std::invalid_argument("--policy " + o.policy + " keeps no pot");
   const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
-  // The smallest pot that can distill at all: prefix + one kept entry + catalyst + one new token.
-  const int min_pot = P + K + 2;
+  // A document that overflows the pot ends with a distillation; then the question, template
+  // tail and answer (F) go in beside the kept entries with no distillation after them.
+  const bool never_full = static_cast<long long>(P) + L.body + L.final_tokens <= M;
+  const long long F = never_full ? 0 : L.final_tokens;
+  // The smallest pot that can distill at all: prefix + one kept entry + catalyst + one new
+  // token; with the default --keep, also room for F beside the prefix and one kept entry (an
+  // explicit --keep that leaves no room for F is refused below, naming the pot it needs).
+  const bool answer_binds = o.keep == 0 && P + 1 + F > P + K + 2;
+  const long long min_pot = answer_binds ? P + 1 + F : P + K + 2;
   if (M < min_pot)
-    throw std::invalid_argument("--pot " + str(M) + " cannot hold the chat prefix (" + str(P) + " tokens) plus the catalyst prompt (" +
-                                str(K) + " tokens) with room to distill; use --pot " + str(min_pot) +
-                                " or more (or a shorter --system / --catalyst)");
+    throw std::invalid_argument(
+        "--pot " + str(M) + " cannot hold the chat prefix (" + str(P) + " tokens) plus " +
+        (answer_binds ? "one kept entry and the question, template and answer (" + str(F) + " tokens) after the last distillation"
+                      : "the catalyst prompt (" + str(K) + " tokens) with room to distill") +
+        "; use --pot " + str(min_pot) + " or more (or a shorter --system / " + (answer_binds ? "question, or a smaller -n)" : "--catalyst)"));
   // Default: half the pot, within the range that works (above the prefix, leaving room for
-  // the catalyst and one new token), so the minimum pot named above works as it is.
-  if (o.keep == 0) o.keep = std::clamp(M / 2, P + 1, M - K - 1);
+  // the catalyst and one new token, and for F after the last distillation), so the minimum
+  // pot named above works as it is.
+  if (o.keep == 0) o.keep = static_cast<int>(std::clamp<long long>(M / 2, P + 1, std::min<long long>(M - K - 1, M - F)));
   if (o.keep >= M)
     throw std::invalid_argument("--keep " + str(o.keep) + " must be below --pot " + str(M) +
                                 ": a distillation has to free room for new text");
@@ -48,7 +58,6 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   if (o.keep + K >= M)
     throw std::invalid_argument("--keep " + str(o.keep) + " plus the catalyst prompt (" + str(K) + " tokens) fills --pot " +
                                 str(M) + ": no room to read on; use --keep " + str(M - K - 1) + " or less");
-  const bool never_full = static_cast<long long>(P) + L.body + L.final_tokens <= M;
   if (!never_full && o.keep + L.final_tokens > M)
     throw std::invalid_argument("after its last distillation the pot keeps " + str(o.keep) + " entries, and the question, "
                                 "template and answer need " + str(L.final_tokens) + " more than --pot " + str(M) +

@@ -17,7 +17,8 @@ using namespace test_cli_pot;
 // ---- Refusals: the pot's layout --------------------------------------------------------
 
 TEST_F(CliPot, PotSmallerThanChatPrefixPlusCatalystNamesTheMinimum) {
-  auto r = run({"-f", long_doc_, "--pot", "10"}, kQuick);
+  // -n 4: the catalyst, not the answer, sets the minimum (TheNamedMinimumPot... has the other).
+  auto r = run({"-f", long_doc_, "--pot", "10", "-n", "4"}, kQuick);
   ASSERT_TRUE(fails_cleanly(r, {"--pot 10 cannot hold", "chat prefix (", "catalyst prompt (", "use --pot "}, 1, kQuick));
   const long long pinned = number_after(r.err, "chat prefix \\("), catalyst = number_after(r.err, "catalyst prompt \\(");
   const long long minimum = number_after(r.err, "use --pot ");
@@ -28,7 +29,7 @@ TEST_F(CliPot, PotSmallerThanChatPrefixPlusCatalystNamesTheMinimum) {
 
   // Tight: one below the minimum is refused for the same reason, naming the same minimum...
   const std::string below = std::to_string(minimum - 1), at = std::to_string(minimum);
-  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", below}, kQuick),
+  EXPECT_TRUE(fails_cleanly(run({"-f", long_doc_, "--pot", below, "-n", "4"}, kQuick),
                             {"--pot " + below + " cannot hold", "use --pot " + at + " or more"}, 1, kQuick));
   // ...and at the minimum (with the one --keep that fits it) the pot's size is no longer the
   // problem: an -n far too large is what is refused now.
@@ -39,7 +40,7 @@ TEST_F(CliPot, PotSmallerThanChatPrefixPlusCatalystNamesTheMinimum) {
   // A long --catalyst (or --system) raises the minimum, and the message says which to shorten.
   std::string long_catalyst;
   for (int i = 0; i < 60; ++i) long_catalyst += "word ";
-  auto big = run({"-f", long_doc_, "--pot", "64", "--catalyst", long_catalyst}, kQuick);
+  auto big = run({"-f", long_doc_, "--pot", "64", "--catalyst", long_catalyst, "-n", "4"}, kQuick);
   ASSERT_TRUE(fails_cleanly(big, {"--pot 64 cannot hold", "shorter --system / --catalyst"}, 1, kQuick));
   EXPECT_GT(number_after(big.err, "catalyst prompt \\("), 60) << "60 words and the template tail: " << big.err;
   EXPECT_EQ(number_after(big.err, "chat prefix \\("), pinned) << big.err;
@@ -330,13 +331,38 @@ TEST_F(CliPot, NucRatioWithoutPotIsRefused) {
 
 // "use --pot N or more" names P + K + 2, which only works with --keep P + 1: with the default
 // --keep (--pot / 2) that same pot is refused next for "--keep ... fills --pot".
+// The pot a refusal names works with the default --keep as it is: at it, only a 1 MiB device
+// budget is refused (exit 3, after the pot's layout was accepted); one below, the same pot is
+// named again. With the default -n (256) or a long question, the answer after the last
+// distillation sets the minimum, not the catalyst.
 TEST_F(CliPot, TheNamedMinimumPotWorksWithTheDefaultKeep) {
-  auto r = run({"-f", long_doc_, "--pot", "10"}, kQuick);
-  ASSERT_TRUE(fails_cleanly(r, {"use --pot "}, 1, kQuick));
-  const std::string at = std::to_string(number_after(r.err, "use --pot "));
-  auto next = run({"-f", long_doc_, "--pot", at, "-n", "1000"}, kQuick);
-  EXPECT_TRUE(fails_cleanly(next, {"lower -n or --keep"}, 1, kQuick));
-  EXPECT_EQ(next.err.find("fills --pot"), std::string::npos) << next.describe();
+  std::string long_question;
+  for (int i = 0; i < 80; ++i) long_question += "which ";
+  long_question += "year?";
+  const std::vector<std::vector<std::string>> cases = {
+      {"-n", "4"}, {}, {"-n", "1000"}, {"-q", long_question, "-n", "4"}};
+  long long previous = 0;
+  for (const auto& flags : cases) {
+    SCOPED_TRACE(flags.empty() ? "default -n" : flags[0] + " " + flags[1].substr(0, 10));
+    auto with = [&](const std::string& pot, std::vector<std::string> more) {
+      std::vector<std::string> args = {"-f", long_doc_, "--pot", pot};
+      args.insert(args.end(), flags.begin(), flags.end());
+      args.insert(args.end(), more.begin(), more.end());
+      return run(args, kQuick);
+    };
+    auto r = with("10", {});
+    ASSERT_TRUE(fails_cleanly(r, {"--pot 10 cannot hold", "use --pot "}, 1, kQuick));
+    const long long minimum = number_after(r.err, "use --pot ");
+    const std::string at = std::to_string(minimum), below = std::to_string(minimum - 1);
+    EXPECT_TRUE(fails_cleanly(with(at, {"--device-mem", "1M"}), {"device memory budget", "too small"}, 3, kQuick));
+    EXPECT_TRUE(fails_cleanly(with(below, {}), {"use --pot " + at + " or more"}, 1, kQuick));
+    if (flags.size() != 2 || flags[1] != "4") {
+      EXPECT_NE(r.err.find("question, template and answer"), std::string::npos) << r.err;
+      EXPECT_EQ(minimum, number_after(r.err, "chat prefix \\(") + 1 + number_after(r.err, "answer \\(")) << r.err;
+    }
+    if (flags.size() == 2 && flags[1] == "1000") EXPECT_GT(minimum, previous + 700) << "-n 1000 against -n 256";
+    previous = minimum;
+  }
 }
 
 // ---- Real runs -------------------------------------------------------------------------
