@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "model_loader/quant.h"
 
@@ -219,6 +221,40 @@ LlamaConfig read_llama_config(const GgufFile& f) {
   return cfg;
 }
 
+namespace {
+
+// Llama 3's RoPE frequency factors (rope_freqs.weight, [n_rot/2] F32): angle i is divided by
+// factor i. All ones changes nothing; other values would need the runtime to apply them.
+bool rope_factors_are_ones(const GgufFile& f, const TensorInfo& t, const LlamaConfig& cfg) {
+  if (t.type != TensorType::F32 || t.shape != std::vector<int64_t>{cfg.n_rot / 2}) return false;
+  const float* v = reinterpret_cast<const float*>(f.tensor_data(t));
+  return std::all_of(v, v + cfg.n_rot / 2, [](float x) { return x == 1.0f; });
+}
+
+// A tensor the forward pass would not read means the file needs something this runtime does
+// not compute (biases, RoPE frequency factors, extra norms): running it anyway would give
+// wrong outputs without a word, so it is refused by name.
+void refuse_unused_tensors(const GgufFile& f, const LlamaConfig& cfg, const WeightTable& w) {
+  std::set<const TensorInfo*> used = {w.token_embd, w.output_norm, w.output};
+  for (const LayerWeights& l : w.layers)
+    used.insert({l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.w_gate, l.w_up, l.w_down, l.q_norm, l.k_norm,
+                 l.post_attn_norm, l.post_ffn_norm});
+  for (const TensorInfo& t : f.tensors()) {
+    if (used.count(&t)) continue;
+    if (t.name == "rope_freqs.weight") {
+      if (rope_factors_are_ones(f, t, cfg)) continue;
+      fail(f, "tensor 'rope_freqs.weight' holds RoPE frequency factors (Llama 3 style scaling), which this runtime "
+              "does not apply: its positions would be wrong. Use a model without RoPE scaling");
+    }
+    fail(f, fmt::format("tensor '{}' is not part of the {} forward pass this runtime computes (a bias or another "
+                        "extra it would ignore, giving wrong outputs); this model needs features infinipot does not "
+                        "implement",
+                        t.name, cfg.architecture));
+  }
+}
+
+}  // namespace
+
 WeightTable map_weights(const GgufFile& f, const LlamaConfig& cfg) {
   const int64_t embd = cfg.n_embd, vocab = cfg.n_vocab, ff = cfg.n_ff, hd = cfg.head_dim;
   const int64_t q_dim = int64_t{cfg.n_head} * cfg.head_dim;
@@ -259,6 +295,7 @@ WeightTable map_weights(const GgufFile& f, const LlamaConfig& cfg) {
     }
     w.layers.push_back(l);
   }
+  refuse_unused_tensors(f, cfg, w);
   return w;
 }
 

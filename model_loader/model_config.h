@@ -100,7 +100,8 @@ struct WeightTable {
 // and a final logit soft-cap are refused (the runtime does not implement them).
 LlamaConfig read_llama_config(const gguf::GgufFile& file);
 // Finds every tensor, checks its shape against the config and that its type is supported;
-// errors name the tensor, the expected and the found shape/type.
+// errors name the tensor, the expected and the found shape/type. A tensor the forward pass
+// would not read (a bias, RoPE frequency factors other than all 1) is refused by name.
 WeightTable map_weights(const gguf::GgufFile& file, const LlamaConfig& cfg);
 
 }  // namespace infinipot

@@ -325,6 +325,25 @@ TEST(ModelConfigErrors, WrongShape) {
                      {"tensor 'token_embd.weight' has shape [64, ", "expected [32, n_vocab]"}));
 }
 
+// A tensor the forward pass would not read is refused by name: running without it (a bias,
+// Llama 3's RoPE frequency factors) would give wrong outputs without a word. Factors that are
+// all 1 change nothing and are accepted.
+TEST(ModelConfigErrors, TensorsTheForwardPassWouldIgnore) {
+  EXPECT_TRUE(broken([](GgufWriter& w) { w.add_tensor_f32("blk.0.attn_q.bias", TensorType::F32, {64}, std::vector<float>(64)); },
+                     {"tensor 'blk.0.attn_q.bias' is not part of the llama forward pass", "does not implement"}));
+  const int pairs = 8;  // the tiny model's n_rot / 2 (head_dim 16)
+  std::vector<float> factors(pairs, 1.0f);
+  factors[pairs - 1] = 4.0f;
+  EXPECT_TRUE(broken([&](GgufWriter& w) { w.add_tensor_f32("rope_freqs.weight", TensorType::F32, {pairs}, factors); },
+                     {"'rope_freqs.weight' holds RoPE frequency factors", "positions would be wrong"}));
+  GgufWriter ones = tiny_llama_writer({});
+  ones.add_tensor_f32("rope_freqs.weight", TensorType::F32, {pairs}, std::vector<float>(pairs, 1.0f));
+  const Loaded m = load(ones);
+  const LlamaConfig cfg = read_llama_config(m.file);
+  ASSERT_EQ(cfg.n_rot / 2, pairs);
+  EXPECT_NO_THROW(map_weights(m.file, cfg));
+}
+
 TEST(ModelConfigErrors, UnsupportedTypes) {
   EXPECT_TRUE(broken(
       [](GgufWriter& w) {
