@@ -51,7 +51,12 @@ PromptParts Engine::prompt_parts(const std::string& system, const std::string& d
   const std::string rendered = template_->render(msgs, /*add_generation_prompt=*/true);
   const size_t at = rendered.find(kSentinel);
   if (at == std::string::npos) throw std::logic_error("chat template dropped the user message");
+  // BOS as llama.cpp adds it to a chat prompt: when the vocabulary asks for it (Gemma, Llama 3;
+  // not SmolLM2), unless the template wrote it already.
   p.prefix = tokenizer_->encode(rendered.substr(0, at), false, true);
+  const TokenId bos = tokenizer_->bos();
+  if (tokenizer_->add_bos_default() && bos >= 0 && (p.prefix.empty() || p.prefix.front() != bos))
+    p.prefix.insert(p.prefix.begin(), bos);
   p.tail = tokenizer_->encode(rendered.substr(at + kSentinel.size()), false, true);
   return p;
 }

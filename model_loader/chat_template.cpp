@@ -13,13 +13,94 @@ constexpr const char* kImEnd = "<|im_end|>";
 
 // Families we can name in an error, by a marker their templates cannot do without.
 const char* recognise_other_family(const std::string& t) {
-  if (t.find("<|start_header_id|>") != std::string::npos) return "llama3";
-  if (t.find("<start_of_turn>") != std::string::npos) return "gemma";
   if (t.find("[INST]") != std::string::npos) return "mistral/llama2 [INST]";
   if (t.find("<|User|>") != std::string::npos || t.find("<\xEF\xBD\x9CUser\xEF\xBD\x9C>") != std::string::npos) {
     return "deepseek";
   }
   if (t.find("<|user|>") != std::string::npos) return "zephyr/phi3 <|user|>";
+  return nullptr;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\n\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\n\r") - b + 1);
+}
+
+void check_role(const std::string& role) {
+  if (role.empty() || role.find('\n') != std::string::npos)
+    throw ChatTemplateError(fmt::format("invalid chat role \"{}\" (must be non-empty, one line)", role));
+}
+
+// The families we render, each as its Jinja template does (and as llama.cpp's built-in
+// renderer for it does; BOS is not part of the text: the engine adds it when the vocabulary
+// asks for it, as llama.cpp's tokenizer does).
+
+// ChatML (SmolLM2, Qwen): <|im_start|>role\ncontent<|im_end|>\n; the template's default system
+// prompt goes before the first message when that is not a system message; an empty
+// conversation gets none (the template's loop never runs).
+std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                          const std::string& default_system) {
+  std::string out;
+  auto turn = [&](const std::string& role, const std::string& content) {
+    check_role(role);
+    out += kImStart + role + "\n" + content + kImEnd + "\n";
+  };
+  if (!default_system.empty() && !messages.empty() && messages.front().role != "system") turn("system", default_system);
+  for (const ChatMessage& m : messages) turn(m.role, m.content);
+  if (add_generation_prompt) out += std::string(kImStart) + "assistant\n";
+  return out;
+}
+
+// Gemma (2 and 3): no system turn; the system text and a blank line open the first user turn;
+// "assistant" is "model"; contents trimmed.
+std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const std::string&) {
+  std::string out, system;
+  for (const ChatMessage& m : messages) {
+    check_role(m.role);
+    if (m.role == "system") {
+      system += trim(m.content);
+      continue;
+    }
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<start_of_turn>" + role + "\n";
+    if (!system.empty() && role != "model") {
+      out += system + "\n\n";
+      system.clear();
+    }
+    out += trim(m.content) + "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+// Llama 3: <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>, contents trimmed.
+std::string render_llama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const std::string&) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    check_role(m.role);
+    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+  }
+  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out;
+}
+
+struct Family {
+  const char* name;
+  const char* marker;       // a string every template of the family has
+  const char* end_of_turn;  // the token that closes a turn
+  std::string (*render)(const std::vector<ChatMessage>&, bool, const std::string&);
+};
+
+const Family kFamilies[] = {
+    {"chatml", kImStart, kImEnd, render_chatml},
+    {"gemma", "<start_of_turn>", "<end_of_turn>", render_gemma},
+    {"llama3", "<|start_header_id|>", "<|eot_id|>", render_llama3},
+};
+
+const Family* find_family(const std::string& name) {
+  for (const Family& f : kFamilies)
+    if (name == f.name) return &f;
   return nullptr;
 }
 
@@ -93,15 +174,18 @@ ChatTemplate ChatTemplate::from_template(const std::optional<std::string>& templ
     return ct;  // ChatML without a default system prompt
   }
   const std::string& t = *template_text;
-  if (t.find(kImStart) == std::string::npos) {
-    if (const char* other = recognise_other_family(t)) {
-      throw ChatTemplateError(fmt::format("unsupported chat template family '{}' (only ChatML is implemented)", other));
-    }
-    throw ChatTemplateError(
-        fmt::format("unrecognised chat template (only ChatML is implemented); it begins: {}", excerpt(t)));
+  for (const Family& f : kFamilies) {
+    if (t.find(f.marker) == std::string::npos) continue;
+    ct.family_ = f.name;
+    ct.end_of_turn_ = f.end_of_turn;
+    if (ct.family_ == "chatml") ct.default_system_ = find_default_system(t);
+    return ct;
   }
-  ct.default_system_ = find_default_system(t);
-  return ct;
+  if (const char* other = recognise_other_family(t)) {
+    throw ChatTemplateError(fmt::format("unsupported chat template family '{}' (implemented: ChatML, Gemma, Llama 3)", other));
+  }
+  throw ChatTemplateError(fmt::format(
+      "unrecognised chat template (implemented: ChatML, Gemma, Llama 3); it begins: {}", excerpt(t)));
 }
 
 ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& file) {
@@ -124,29 +208,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
   if (completion()) {
     throw ChatTemplateError("model has no tokenizer.chat_template (a base model): prompt it with plain text (--raw)");
   }
-  std::string out;
-  auto turn = [&](const std::string& role, const std::string& content) {
-    if (role.empty() || role.find('\n') != std::string::npos) {
-      throw ChatTemplateError(fmt::format("invalid chat role \"{}\" (must be non-empty, one line)", role));
-    }
-    out += kImStart;
-    out += role;
-    out += '\n';
-    out += content;
-    out += kImEnd;
-    out += '\n';
-  };
-  // As SmolLM2's template does it: the default goes before the first message when that is not
-  // a system message; an empty conversation gets none (the template's loop never runs).
-  if (!default_system_.empty() && !messages.empty() && messages.front().role != "system") {
-    turn("system", default_system_);
-  }
-  for (const ChatMessage& m : messages) turn(m.role, m.content);
-  if (add_generation_prompt) {
-    out += kImStart;
-    out += "assistant\n";
-  }
-  return out;
+  return find_family(family_)->render(messages, add_generation_prompt, default_system_);
 }
 
 }  // namespace infinipot

@@ -1,6 +1,6 @@
 // Chat formatting. We read tokenizer.chat_template and recognise the template family
-// (ChatML for SmolLM2) rather than run a Jinja interpreter; an unknown template is an error
-// that names it, unless the caller asks for raw prompts.
+// (ChatML for SmolLM2 and Qwen, Gemma, Llama 3) rather than run a Jinja interpreter; an unknown
+// template is an error that names it, unless the caller asks for raw prompts.
 #pragma once
 #include <optional>
 #include <stdexcept>
@@ -33,10 +33,10 @@ class ChatTemplate {
   // When the template inserts a default system prompt (SmolLM2 does) and messages have
   // none, it is inserted here too.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
-  const std::string& family() const { return family_; }       // "chatml" or "none"
+  const std::string& family() const { return family_; }  // "chatml", "gemma", "llama3" or "none"
   // No chat template: prompts are the text as is (base models); render() refuses.
   bool completion() const { return family_ == "none"; }
-  const std::string& end_of_turn() const { return end_of_turn_; }  // "<|im_end|>"
+  const std::string& end_of_turn() const { return end_of_turn_; }  // "<|im_end|>", "<end_of_turn>", "<|eot_id|>"
   // System prompt the template inserts when the conversation has none; "" if it has none.
   const std::string& default_system() const { return default_system_; }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "model_loader/tiny_model.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {
@@ -44,6 +45,42 @@ TEST(Engine, ControlTokenTextInUserTextIsNotParsed) {
   EXPECT_EQ(count(hostile, im_end), count(plain, im_end));
   EXPECT_EQ(count(hostile, im_start), count(plain, im_start));
   EXPECT_GT(hostile.size(), plain.size());
+}
+
+// Gemma and Llama 3 chat templates on a tiny model: the prompt is the family's rendering with
+// the document and question in the user turn, and BOS first exactly when the vocabulary asks
+// for it (tokenizer.ggml.add_bos_token), as llama.cpp tokenizes a chat prompt.
+TEST(Engine, GemmaAndLlama3ChatPromptsTakeBosFromTheVocabulary) {
+  test::TempDir dir;
+  struct Case {
+    const char* name;
+    std::string chat_template, head, tail;
+  };
+  const std::vector<Case> cases = {
+      {"gemma", "{{ '<start_of_turn>' + role + '\\n' + content + '<end_of_turn>\\n' }}", "<start_of_turn>user\n",
+       "<end_of_turn>\n<start_of_turn>model\n"},
+      {"llama3", "{{ '<|start_header_id|>' + role + '<|end_header_id|>\\n\\n' + content + '<|eot_id|>' }}",
+       "<|start_header_id|>user<|end_header_id|>\n\n", "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"}};
+  for (const Case& c : cases)
+    for (const bool add_bos : {true, false}) {
+      SCOPED_TRACE(std::string(c.name) + (add_bos ? " with BOS" : " without"));
+      gguf::GgufWriter w = tiny_llama_writer({});
+      w.replace("tokenizer.chat_template", gguf::value_string(c.chat_template));
+      w.replace("tokenizer.ggml.add_bos_token", gguf::value_bool(add_bos));
+      const std::string path = dir.file(std::string(c.name) + (add_bos ? "-bos" : "") + ".gguf");
+      w.write(path);
+      EngineOptions o;
+      o.model_path = path;
+      const Engine e(o);
+      const PromptParts p = e.prompt_parts("", "The key is 7.", "What is the key?", false);
+      const Tokenizer& tok = e.tokenizer();
+      ASSERT_FALSE(p.prefix.empty());
+      EXPECT_EQ(p.prefix.front() == tok.bos(), add_bos);
+      const std::vector<TokenId> head(p.prefix.begin() + (add_bos ? 1 : 0), p.prefix.end());
+      EXPECT_EQ(tok.decode(head, true), c.head);
+      EXPECT_EQ(tok.decode(p.body), "The key is 7.");
+      EXPECT_EQ(tok.decode(p.tail, true), c.tail);
+    }
 }
 
 // The plan is checked before anything is allocated; the error names the categories and a

@@ -85,12 +85,52 @@ TEST(ChatTemplate, NoTemplateAndNoImStartIsCompletionMode) {
   EXPECT_FALSE(ChatTemplate::from_template(std::nullopt, true).completion());
 }
 
-TEST(ChatTemplate, OtherFamiliesAreNamedInTheError) {
+// Gemma 3's template (the Hugging Face one, abridged to what decides the rendering: the first
+// user turn carries the system text, "assistant" is "model", contents are trimmed). Expected
+// strings worked by hand from that Jinja.
+const std::string kGemmaTemplate =
+    "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + "
+    "'\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = \"\" -%}"
+    "{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}{%- else -%}{%- set role = "
+    "message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "
+    "\"\") }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{'<start_of_turn>model\n'}}{%- endif -%}";
+
+TEST(ChatTemplate, GemmaRendersLikeItsJinja) {
+  const ChatTemplate ct = ChatTemplate::from_template(kGemmaTemplate, false);
+  EXPECT_EQ(ct.family(), "gemma");
+  EXPECT_EQ(ct.end_of_turn(), "<end_of_turn>");
+  EXPECT_EQ(ct.default_system(), "");
+  EXPECT_EQ(ct.render({{"user", "Hi"}}, true), "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(ct.render({{"system", "Be terse."}, {"user", " Hi\n"}, {"assistant", "Hello!"}, {"user", "Again"}}, true),
+            "<start_of_turn>user\nBe terse.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nAgain<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(ct.render({{"user", "x"}}, false), "<start_of_turn>user\nx<end_of_turn>\n");
+}
+
+TEST(ChatTemplate, Llama3RendersLikeItsJinja) {
   const std::string llama3 =
-      "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}";
-  EXPECT_NE(what_of([&] { ChatTemplate::from_template(llama3, true); }).find("'llama3'"), std::string::npos);
-  const std::string gemma = "{{ '<start_of_turn>' + role + '\n' + content + '<end_of_turn>\n' }}";
-  EXPECT_NE(what_of([&] { ChatTemplate::from_template(gemma, true); }).find("'gemma'"), std::string::npos);
+      "{{- bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + "
+      "m['content'] | trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+      "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+  const ChatTemplate ct = ChatTemplate::from_template(llama3, false);
+  EXPECT_EQ(ct.family(), "llama3");
+  EXPECT_EQ(ct.end_of_turn(), "<|eot_id|>");
+  EXPECT_EQ(ct.render({{"system", "Be terse. "}, {"user", "Hi"}}, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe terse.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_NE(what_of([&] { ct.render({{"", "x"}}, false); }).find("invalid chat role"), std::string::npos);
+}
+
+TEST(ChatTemplate, OtherFamiliesAreNamedInTheError) {
+  const std::string mistral = "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}";
+  EXPECT_NE(what_of([&] { ChatTemplate::from_template(mistral, true); }).find("'mistral/llama2 [INST]'"), std::string::npos);
+  const std::string zephyr = "{% for m in messages %}<|user|>\n{{ m.content }}</s>{% endfor %}";
+  const std::string msg_z = what_of([&] { ChatTemplate::from_template(zephyr, true); });
+  EXPECT_NE(msg_z.find("'zephyr/phi3 <|user|>'"), std::string::npos) << msg_z;
+  EXPECT_NE(msg_z.find("implemented: ChatML, Gemma, Llama 3"), std::string::npos) << msg_z;
   const std::string odd = "{{ messages | tojson }}";
   const std::string msg = what_of([&] { ChatTemplate::from_template(odd, true); });
   EXPECT_NE(msg.find("unrecognised chat template"), std::string::npos) << msg;
