@@ -41,17 +41,19 @@ __kernel void rope_store_kv(__global float* qkv, const int ld, const int head_di
 // give survivors fresh positions after compaction (CR-RoPE), and by the sliding-window store.
 // Two kernels, so that the layers of a store that share one delta list (every layer, when the
 // pot's choice is shared across layers; every slide) pay the pow/sin/cos once, not per layer:
-//   rope_shift_angles: table[h][slot][i] = (cos, sin) of delta[h][slot] * theta^(-2i/n_rot)
+//   rope_shift_angles: table[h][slot][i] = (cos, sin) of delta[h][slot] * theta^(-2i/n_rot) / freq_factors[i]
+//                      (freq_factors: [n_rot/2], Llama 3's rope_freqs; all 1 for other models)
 //   rope_shift:        k_cache[h][slot] rotated by its table entry (delta 0: untouched)
 //   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap] int   table: [n_heads][cap][n_rot/2] float2
 __kernel void rope_shift_angles(__global const int* delta, const int cap, const int n_rot, const int n_slots,
-                                const float theta_base, __global float2* table) {
+                                const float theta_base, __global const float* freq_factors,
+                                __global float2* table) {
   const int i = get_global_id(0);
   const int slot = get_global_id(1);
   const int h = get_global_id(2);
   if (2 * i >= n_rot || slot >= n_slots) return;
   const int d = delta[h * cap + slot];
-  const float angle = (float)d * pow(theta_base, -2.0f * (float)i / (float)n_rot);
+  const float angle = (float)d * pow(theta_base, -2.0f * (float)i / (float)n_rot) / freq_factors[i];
   table[((size_t)h * cap + slot) * (n_rot / 2) + i] = (float2)(cos(angle), sin(angle));
 }
 

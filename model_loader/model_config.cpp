@@ -55,6 +55,26 @@ float get_positive_float_or(const GgufFile& f, const std::string& key, float fal
 }
 
 
+// Llama 3's RoPE frequency factors (rope_freqs.weight, [n_rot/2] F32, each finite and positive):
+// pair i's angle is divided by factor i. Empty when absent or all 1 (the same angles).
+std::vector<float> read_rope_freq_factors(const GgufFile& f, int n_rot) {
+  const TensorInfo* t = f.find_tensor("rope_freqs.weight");
+  if (t == nullptr) return {};
+  const std::vector<int64_t> expected = {n_rot / 2};
+  if (t->type != TensorType::F32 || t->shape != expected)
+    fail(f, fmt::format("tensor 'rope_freqs.weight' has type {} and shape {}; RoPE frequency factors must be F32 of "
+                        "shape {} (half the rotated dimensions)",
+                        quant::traits(t->type).name, shape_str(t->shape), shape_str(expected)));
+  const float* v = reinterpret_cast<const float*>(f.tensor_data(*t));
+  std::vector<float> factors(v, v + n_rot / 2);
+  for (size_t i = 0; i < factors.size(); ++i)
+    if (!std::isfinite(factors[i]) || factors[i] <= 0.f)
+      fail(f, fmt::format("tensor 'rope_freqs.weight' entry {} is {}; RoPE frequency factors must be positive", i,
+                          factors[i]));
+  if (std::all_of(factors.begin(), factors.end(), [](float x) { return x == 1.0f; })) return {};
+  return factors;
+}
+
 // Looks up one weight and checks shape and type. `from` names the metadata the expected
 // shape was derived from, so a mismatch says which hyperparameter disagrees with the tensor.
 const TensorInfo* require_tensor(const GgufFile& f, const std::string& name,
@@ -206,6 +226,7 @@ LlamaConfig read_llama_config(const GgufFile& f) {
     fail(f, fmt::format("metadata '{}.rope.dimension_count' is {}; expected an even number", a, cfg.n_rot));
   }
   cfg.rope_theta = get_positive_float_or(f, a + ".rope.freq_base", 10000.f);
+  if (a == "llama") cfg.rope_freq_factors = read_rope_freq_factors(f, cfg.n_rot);
   cfg.rms_eps = get_positive_float_or(f, a + ".attention.layer_norm_rms_epsilon", a == "llama" ? 1e-5f : 1e-6f);
   // Ignoring RoPE scaling would silently give wrong outputs past the original context.
   if (f.has(a + ".rope.scaling.type")) {
@@ -223,16 +244,8 @@ LlamaConfig read_llama_config(const GgufFile& f) {
 
 namespace {
 
-// Llama 3's RoPE frequency factors (rope_freqs.weight, [n_rot/2] F32): angle i is divided by
-// factor i. All ones changes nothing; other values would need the runtime to apply them.
-bool rope_factors_are_ones(const GgufFile& f, const TensorInfo& t, const LlamaConfig& cfg) {
-  if (t.type != TensorType::F32 || t.shape != std::vector<int64_t>{cfg.n_rot / 2}) return false;
-  const float* v = reinterpret_cast<const float*>(f.tensor_data(t));
-  return std::all_of(v, v + cfg.n_rot / 2, [](float x) { return x == 1.0f; });
-}
-
 // A tensor the forward pass would not read means the file needs something this runtime does
-// not compute (biases, RoPE frequency factors, extra norms): running it anyway would give
+// not compute (biases, extra norms, RoPE factors on gemma3): running it anyway would give
 // wrong outputs without a word, so it is refused by name.
 void refuse_unused_tensors(const GgufFile& f, const LlamaConfig& cfg, const WeightTable& w) {
   std::set<const TensorInfo*> used = {w.token_embd, w.output_norm, w.output};
@@ -241,11 +254,7 @@ void refuse_unused_tensors(const GgufFile& f, const LlamaConfig& cfg, const Weig
                  l.post_attn_norm, l.post_ffn_norm});
   for (const TensorInfo& t : f.tensors()) {
     if (used.count(&t)) continue;
-    if (t.name == "rope_freqs.weight") {
-      if (rope_factors_are_ones(f, t, cfg)) continue;
-      fail(f, "tensor 'rope_freqs.weight' holds RoPE frequency factors (Llama 3 style scaling), which this runtime "
-              "does not apply: its positions would be wrong. Use a model without RoPE scaling");
-    }
+    if (t.name == "rope_freqs.weight" && cfg.architecture == "llama") continue;  // read_llama_config
     fail(f, fmt::format("tensor '{}' is not part of the {} forward pass this runtime computes (a bias or another "
                         "extra it would ignore, giving wrong outputs); this model needs features infinipot does not "
                         "implement",

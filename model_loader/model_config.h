@@ -29,6 +29,9 @@ struct LlamaConfig {
   int n_vocab = 0;            // rows of token_embd
   int n_ctx_train = 0;        // <arch>.context_length
   float rope_theta = 10000.f; // <arch>.rope.freq_base (global layers)
+  // [n_rot/2] rope_freqs.weight (Llama 3 RoPE scaling): pair i's angle is divided by entry i.
+  // Empty: none (also when every factor is 1). llama only.
+  std::vector<float> rope_freq_factors;
   float rms_eps = 1e-5f;      // <arch>.attention.layer_norm_rms_epsilon
   bool tied_embeddings = false;  // no output.weight: the LM head reuses token_embd
 
@@ -101,7 +104,7 @@ struct WeightTable {
 LlamaConfig read_llama_config(const gguf::GgufFile& file);
 // Finds every tensor, checks its shape against the config and that its type is supported;
 // errors name the tensor, the expected and the found shape/type. A tensor the forward pass
-// would not read (a bias, RoPE frequency factors other than all 1) is refused by name.
+// would not read (a bias, an extra norm) is refused by name.
 WeightTable map_weights(const gguf::GgufFile& file, const LlamaConfig& cfg);
 
 }  // namespace infinipot

@@ -203,7 +203,7 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
   std::vector<int> pos(n);
   std::iota(pos.begin(), pos.end(), kv_.next_position());
   ctx_.write(ids_, tokens.data(), n * sizeof(int));
-  const std::vector<float> angles = ops::rope_angles(pos, c.n_rot, c.rope_theta);
+  const std::vector<float> angles = ops::rope_angles(pos, c.n_rot, c.rope_theta, c.rope_freq_factors);
   ctx_.write(pos_, angles.data(), angles.size() * sizeof(float));
   if (window_) {  // local layers: positions in the local store (slot == position there)
     reserve_window(n);

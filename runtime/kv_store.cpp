@@ -22,7 +22,7 @@ uint64_t KvStore::bytes_needed(const LlamaConfig& cfg, int capacity, bool half, 
 uint64_t KvStore::compaction_bytes(const LlamaConfig& cfg, int capacity, bool half) {
   const uint64_t per_head = static_cast<uint64_t>(capacity) * cfg.n_head_kv;
   return per_head * cfg.head_dim * (half ? 2 : 4) + 2 * per_head * sizeof(int) +
-         ops::rope_shift_table_bytes(cfg.n_head_kv, capacity, cfg.n_rot);
+         ops::rope_shift_table_bytes(cfg.n_head_kv, capacity, cfg.n_rot) + size_t(cfg.n_rot / 2) * sizeof(float);
 }
 
 void KvStore::ensure_compaction_buffers() {
@@ -36,6 +36,11 @@ void KvStore::ensure_compaction_buffers() {
   slots_ = mem.alloc(category, per_head * sizeof(int), prefix + "survivors");
   delta_ = mem.alloc(category, per_head * sizeof(int), prefix + "position_delta");
   angles_ = mem.alloc(category, ops::rope_shift_table_bytes(cfg_.n_head_kv, capacity_, cfg_.n_rot), prefix + "delta_angles");
+  // The angle divisors of this kind's layers: Llama 3's factors on the global layers, else 1.
+  std::vector<float> factors(size_t(cfg_.n_rot / 2), 1.0f);
+  if (!local && !cfg_.rope_freq_factors.empty()) factors = cfg_.rope_freq_factors;
+  freq_factors_ = mem.alloc(category, factors.size() * sizeof(float), prefix + "rope_freq_factors");
+  ctx_.write(freq_factors_, factors.data(), factors.size() * sizeof(float));
 }
 
 KvStore::KvStore(cl::Context& ctx, const LlamaConfig& cfg, int capacity, bool half, KvKind kind)
@@ -98,7 +103,8 @@ void KvStore::rerotate(int layer, const std::vector<int>& delta) {
   ensure_compaction_buffers();
   if (delta != angles_of_ || size_ != angles_slots_) {  // layers with the same list reuse its angles
     ctx_.write(delta_, delta.data(), delta.size() * sizeof(int));
-    ops::rope_shift_angles(ctx_, delta_, cfg_.n_head_kv, capacity_, cfg_.n_rot, size_, rope_theta_, angles_);
+    ops::rope_shift_angles(ctx_, delta_, cfg_.n_head_kv, capacity_, cfg_.n_rot, size_, rope_theta_, freq_factors_,
+                           angles_);
     angles_of_ = delta;
     angles_slots_ = size_;
   }

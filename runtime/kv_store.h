@@ -90,6 +90,7 @@ class KvStore {
   cl::Buffer slots_;                // [n_kv_heads][capacity] int: survivors
   cl::Buffer delta_;                // [n_kv_heads][capacity] int: position change
   cl::Buffer angles_;               // [n_kv_heads][capacity][n_rot/2] float2: (cos, sin) of delta_
+  cl::Buffer freq_factors_;         // [n_rot/2] float: each pair's angle divisor (Llama 3), else 1
   std::vector<int> angles_of_;      // the delta list angles_ was computed from (empty: none)
   int angles_slots_ = 0;            // and its slot count
   void ensure_compaction_buffers();

@@ -55,12 +55,16 @@ void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, 
       .launch(c.queue(), {size_t(head_dim / 2), size_t(n_head + n_kv_heads), size_t(n_tokens)});
 }
 
-std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta) {
+std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta,
+                               const std::vector<float>& freq_factors) {
+  if (!freq_factors.empty() && freq_factors.size() != size_t(n_rot / 2))
+    throw cl::ClError("rope_angles: freq_factors must hold n_rot/2 entries");
   std::vector<float> cs(pos.size() * n_rot);
   for (size_t t = 0; t < pos.size(); ++t)
     for (int i = 0; i < n_rot / 2; ++i) {
       // Double precision: the angle of a large position must not lose its fraction.
-      const double a = pos[t] * std::pow(double(theta), -2.0 * i / n_rot);
+      double a = pos[t] * std::pow(double(theta), -2.0 * i / n_rot);
+      if (!freq_factors.empty()) a /= freq_factors[size_t(i)];
       cs[t * n_rot + 2 * i] = static_cast<float>(std::cos(a));
       cs[t * n_rot + 2 * i + 1] = static_cast<float>(std::sin(a));
     }
@@ -70,10 +74,12 @@ std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float the
 size_t rope_shift_table_bytes(int n_heads, int cap, int n_rot) { return size_t(n_heads) * cap * (n_rot / 2) * 8; }
 
 void rope_shift_angles(Context& c, const Buffer& delta, int n_heads, int cap, int n_rot, int n_slots, float theta,
-                       Buffer& table) {
+                       const Buffer& freq_factors, Buffer& table) {
   if (table.bytes() < rope_shift_table_bytes(n_heads, cap, n_rot)) throw cl::ClError("invalid launch: rope_shift table too small");
+  if (freq_factors.bytes() < size_t(n_rot / 2) * sizeof(float))
+    throw cl::ClError("invalid launch: rope_shift_angles freq_factors smaller than n_rot/2 floats");
   c.kernel("kv_format.cl+rope.cl", "rope_shift_angles")
-      .args(delta, cap, n_rot, n_slots, theta, table)
+      .args(delta, cap, n_rot, n_slots, theta, freq_factors, table)
       .launch(c.queue(), {size_t(n_rot / 2), size_t(n_slots), size_t(n_heads)});
 }
 

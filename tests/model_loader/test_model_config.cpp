@@ -325,23 +325,42 @@ TEST(ModelConfigErrors, WrongShape) {
                      {"tensor 'token_embd.weight' has shape [64, ", "expected [32, n_vocab]"}));
 }
 
-// A tensor the forward pass would not read is refused by name: running without it (a bias,
-// Llama 3's RoPE frequency factors) would give wrong outputs without a word. Factors that are
-// all 1 change nothing and are accepted.
+// A tensor the forward pass would not read is refused by name: running without it (a bias, an
+// extra norm) would give wrong outputs without a word.
 TEST(ModelConfigErrors, TensorsTheForwardPassWouldIgnore) {
   EXPECT_TRUE(broken([](GgufWriter& w) { w.add_tensor_f32("blk.0.attn_q.bias", TensorType::F32, {64}, std::vector<float>(64)); },
                      {"tensor 'blk.0.attn_q.bias' is not part of the llama forward pass", "does not implement"}));
+}
+
+// Llama 3's RoPE frequency factors (rope_freqs.weight, [n_rot/2] F32) are read into the config
+// (all 1: none, the same angles); a wrong shape or type, or a factor that is not positive, is
+// refused by name.
+TEST(ModelConfig, RopeFrequencyFactorsAreReadOrRefused) {
   const int pairs = 8;  // the tiny model's n_rot / 2 (head_dim 16)
   std::vector<float> factors(pairs, 1.0f);
   factors[pairs - 1] = 4.0f;
-  EXPECT_TRUE(broken([&](GgufWriter& w) { w.add_tensor_f32("rope_freqs.weight", TensorType::F32, {pairs}, factors); },
-                     {"'rope_freqs.weight' holds RoPE frequency factors", "positions would be wrong"}));
-  GgufWriter ones = tiny_llama_writer({});
-  ones.add_tensor_f32("rope_freqs.weight", TensorType::F32, {pairs}, std::vector<float>(pairs, 1.0f));
-  const Loaded m = load(ones);
-  const LlamaConfig cfg = read_llama_config(m.file);
-  ASSERT_EQ(cfg.n_rot / 2, pairs);
-  EXPECT_NO_THROW(map_weights(m.file, cfg));
+  auto with = [&](const std::vector<float>& f, std::vector<int64_t> shape = {}) {
+    GgufWriter w = tiny_llama_writer({});
+    w.add_tensor_f32("rope_freqs.weight", TensorType::F32, shape.empty() ? std::vector<int64_t>{int64_t(f.size())} : shape, f);
+    return w;
+  };
+  {
+    const Loaded m = load(with(factors));
+    const LlamaConfig cfg = read_llama_config(m.file);
+    ASSERT_EQ(cfg.n_rot / 2, pairs);
+    EXPECT_EQ(cfg.rope_freq_factors, factors);
+    EXPECT_NO_THROW(map_weights(m.file, cfg));
+  }
+  {
+    const Loaded m = load(with(std::vector<float>(pairs, 1.0f)));
+    EXPECT_TRUE(read_llama_config(m.file).rope_freq_factors.empty());
+  }
+  EXPECT_TRUE(throws_gguf_error([&] { read_llama_config(load(with(std::vector<float>(pairs - 1, 2.0f))).file); },
+                                {"'rope_freqs.weight' has type F32 and shape [7]", "shape [8]"}));
+  std::vector<float> negative = factors;
+  negative[2] = -1.0f;
+  EXPECT_TRUE(throws_gguf_error([&] { read_llama_config(load(with(negative)).file); },
+                                {"'rope_freqs.weight' entry 2 is -1", "must be positive"}));
 }
 
 TEST(ModelConfigErrors, UnsupportedTypes) {

@@ -39,6 +39,22 @@ const std::string& tiny_model() {
   return path;
 }
 
+// The same tiny model with Llama 3 style RoPE frequency factors (rope_freqs.weight): the
+// slower half of the 8 pairs turn 8 times slower.
+const std::string& tiny_model_with_rope_factors() {
+  static test::TempDir dir;
+  static const std::string path = [] {
+    const std::string p = dir.file("tiny-rope-factors.gguf");
+    TinyLlamaOptions o;
+    o.tied_embeddings = false;
+    gguf::GgufWriter w = tiny_llama_writer(o);
+    w.add_tensor_f32("rope_freqs.weight", gguf::TensorType::F32, {8}, {1, 1, 1, 1, 2, 4, 8, 8});
+    w.write(p);
+    return p;
+  }();
+  return path;
+}
+
 std::unique_ptr<Engine> make_engine(const std::string& model, const std::string& kv_type = "f32",
                                     uint64_t device_mem = 0) {
   EngineOptions o;
@@ -177,11 +193,13 @@ KvSnapshot snapshot(Engine& e) {
 }
 
 // Llama's "normal" RoPE pairing as tests/support/cpu_ref.h and cl_kernels/rope.cl use it:
-// pair i is (x[2i], x[2i+1]), angle = delta * theta^(-2i/n_rot). In double.
-std::vector<double> rotate(const float* x, int head_dim, int n_rot, int delta, double theta) {
+// pair i is (x[2i], x[2i+1]), angle = delta * theta^(-2i/n_rot) / factors[i] (Llama 3's
+// rope_freqs; none when empty). In double.
+std::vector<double> rotate(const float* x, int head_dim, int n_rot, int delta, double theta,
+                           const std::vector<float>& factors = {}) {
   std::vector<double> y(x, x + head_dim);
   for (int i = 0; 2 * i < n_rot; ++i) {
-    const double a = delta * std::pow(theta, -2.0 * i / n_rot);
+    const double a = delta * std::pow(theta, -2.0 * i / n_rot) / (factors.empty() ? 1.0 : double(factors[size_t(i)]));
     y[2 * i] = x[2 * i] * std::cos(a) - x[2 * i + 1] * std::sin(a);
     y[2 * i + 1] = x[2 * i] * std::sin(a) + x[2 * i + 1] * std::cos(a);
   }
@@ -228,7 +246,7 @@ int expect_moved(Engine& e, const KvSnapshot& before, const KvSnapshot& after, i
               << "value of layer " << l << " head " << h << " slot " << slot << " -> " << j;
         }
         const int delta = cr_rope ? j - old_position(l, h, slot) : 0;
-        const auto want = rotate(&before.k[l][o], D, c.n_rot, delta, c.rope_theta);
+        const auto want = rotate(&before.k[l][o], D, c.n_rot, delta, c.rope_theta, c.rope_freq_factors);
         double scale = 1e-6;
         for (double w : want) scale = std::max(scale, std::fabs(w));
         for (int d = 0; d < D; ++d) {

@@ -217,10 +217,12 @@ struct RopeCase {
   const char* kv_type;
   bool cr_rope;
   bool per_head;
+  bool rope_factors = false;  // the model has Llama 3 RoPE frequency factors
 };
 
 void PrintTo(const RopeCase& c, std::ostream* os) {
-  *os << c.policy << " " << c.kv_type << (c.cr_rope ? " cr-rope" : " stream positions") << (c.per_head ? " per-head" : "");
+  *os << c.policy << " " << c.kv_type << (c.cr_rope ? " cr-rope" : " stream positions") << (c.per_head ? " per-head" : "")
+      << (c.rope_factors ? " rope factors" : "");
 }
 
 class CrRope : public ::testing::TestWithParam<RopeCase> {};
@@ -230,7 +232,8 @@ class CrRope : public ::testing::TestWithParam<RopeCase> {};
 // position equals its slot again. Per head (infinipot), heads hold different tokens.
 TEST_P(CrRope, SurvivingKeysAreReRotatedToTheirNewSlot) {
   const RopeCase pc = GetParam();
-  auto e = make_engine(tiny_model(), pc.kv_type);
+  auto e = make_engine(pc.rope_factors ? tiny_model_with_rope_factors() : tiny_model(), pc.kv_type);
+  ASSERT_EQ(e->config().rope_freq_factors.empty(), !pc.rope_factors);
   const PromptParts parts = e->prompt_parts("", document(30), kQuestion);
   PotOptions po = pot_options(0, 0, pc.policy, pc.cr_rope, 0.5f, pc.per_head);
   const Catalyst catalyst = catalyst_for(*e, parts, po);
@@ -280,7 +283,8 @@ std::vector<RopeCase> rope_cases() {
   std::vector<RopeCase> out = {{"infinipot", "f32", true, true},
                                {"infinipot", "f16", true, true},
                                {"infinipot", "f32", false, true},
-                               {"infinipot", "f32", true, false}};
+                               {"infinipot", "f32", true, false},
+                               {"infinipot", "f32", true, true, true}};
   for (const auto& name : pot_policy_names())
     if (name != "infinipot") out.push_back({name, "f32", true, false});
   return out;
@@ -288,7 +292,7 @@ std::vector<RopeCase> rope_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Pot, CrRope, ::testing::ValuesIn(rope_cases()), [](const auto& info) {
   return info.param.policy + "_" + info.param.kv_type + (info.param.cr_rope ? "" : "_StreamPositions") +
-         (info.param.per_head ? "_PerHead" : "");
+         (info.param.per_head ? "_PerHead" : "") + (info.param.rope_factors ? "_RopeFactors" : "");
 });
 
 // ---- (e) every pot policy over many cycles -------------------------------------------------

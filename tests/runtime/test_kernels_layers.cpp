@@ -153,6 +153,17 @@ double pair_tol(const std::vector<float>& want, size_t row_start, int col, int h
   return pos_err * std::hypot(double(want[a]), double(want[a + 1]));
 }
 
+// Factors shaped like Llama 3.2's rope_freqs: 1 for the fast pairs, 32 for the slow ones, a
+// ramp between (the values only need to be positive and different).
+std::vector<float> llama3_like_factors(int n_rot) {
+  std::vector<float> f(size_t(n_rot / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double x = double(i) / double(f.size());
+    f[i] = x < 0.4 ? 1.0f : x > 0.75 ? 32.0f : float(1.0 + 31.0 * (x - 0.4) / 0.35);
+  }
+  return f;
+}
+
 // A chunk of fused q|k|v rows at arbitrary positions (the last far beyond any context, where
 // fp32 angles would be coarse), GQA and MHA, and a head only half of which is rotated. Slots
 // outside slot0.. and the value/padding columns of the rows must be left as they were.
@@ -163,19 +174,23 @@ TEST_F(LayerKernel, RopeStoreKvMatchesReference) {
   const float theta = 10000.0f;
   const std::vector<int> pos = {0, 1, 17, 500, 3000, 70000};  // one token per position
   const int n_tokens = int(pos.size()), cap = 20, slot0 = 7;
-  for (Case cs : {Case{3, 3, 64, 64}, Case{6, 2, 16, 16}, Case{4, 2, 64, 32}}) {
+  for (Case cs : {Case{3, 3, 64, 64}, Case{6, 2, 16, 16}, Case{4, 2, 64, 32}})
+    for (const bool with_factors : {false, true}) {
+    // Llama 3's RoPE frequency factors divide each pair's angle (rope_freqs.weight).
+    const std::vector<float> factors = with_factors ? llama3_like_factors(cs.n_rot) : std::vector<float>{};
     const std::string name = "rope_store_kv heads=" + std::to_string(cs.n_head) + "/" + std::to_string(cs.n_kv) +
-                             " head_dim=" + std::to_string(cs.head_dim) + " n_rot=" + std::to_string(cs.n_rot);
+                             " head_dim=" + std::to_string(cs.head_dim) + " n_rot=" + std::to_string(cs.n_rot) +
+                             (with_factors ? " with factors" : "");
     const int hd = cs.head_dim, rotated = (cs.n_head + cs.n_kv) * hd, ld = rotated + cs.n_kv * hd + 3;  // padded
     std::vector<float> qkv = random_floats(size_t(n_tokens) * ld, 200 + hd + cs.n_rot);
     std::vector<float> k = random_floats(size_t(cs.n_kv) * cap * hd, 210 + hd), v = random_floats(k.size(), 211 + hd);
     auto d_qkv = upload(qkv);
     auto d_k = upload(k);
     auto d_v = upload(v);
-    auto d_cs = upload(ops::rope_angles(pos, cs.n_rot, theta));
+    auto d_cs = upload(ops::rope_angles(pos, cs.n_rot, theta, factors));
     ops::rope_store_kv(ctx(), d_qkv, ld, cs.n_head, cs.n_kv, hd, cs.n_rot, d_cs, d_k, d_v, cap, slot0, n_tokens);
     ref::rope_store_kv(qkv.data(), ld, cs.n_head, cs.n_kv, hd, cs.n_rot, pos.data(), theta, k.data(), v.data(), cap,
-                       slot0, n_tokens);
+                       slot0, n_tokens, with_factors ? factors.data() : nullptr);
     const double pair_err = kRopeTableUlps * kUlp;
     EXPECT_TRUE(all_close(name + " rows", download_all(d_qkv), qkv, [&](size_t i) {
       const int col = int(i % ld);
@@ -231,7 +246,8 @@ TEST_F(LayerKernel, RopeShiftMatchesReference) {
   auto d_k = upload(k);
   auto d_delta = upload(s.delta);
   auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
-  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_table);
+  auto d_ones = upload(std::vector<float>(size_t(s.n_rot / 2), 1.0f));
+  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_ones, d_table);
   ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
   std::vector<float> expect = k;
   ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
@@ -242,6 +258,35 @@ TEST_F(LayerKernel, RopeShiftMatchesReference) {
     return s.tol(expect, i, rope_tol(s.delta[e]));
   };
   EXPECT_TRUE(all_close("rope_shift", download_all(d_k), expect, tol));
+}
+
+// With Llama 3's frequency factors: each pair's shift angle divided by its factor, as the
+// reference rotates; a factor table shorter than n_rot/2 is refused.
+TEST_F(LayerKernel, RopeShiftWithFrequencyFactorsMatchesReference) {
+  ShiftCase s;
+  const std::vector<float> factors = llama3_like_factors(s.n_rot);
+  const std::vector<float> k = random_floats(s.floats(), 303);
+  auto d_k = upload(k);
+  auto d_delta = upload(s.delta);
+  auto d_factors = upload(factors);
+  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
+  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_factors, d_table);
+  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
+  std::vector<float> expect = k;
+  ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta, factors.data());
+  auto tol = [&](size_t i) {
+    const size_t e = i / s.head_dim;
+    if (int(e % s.cap) >= s.n_slots || s.delta[e] == 0) return 0.0;
+    return s.tol(expect, i, rope_tol(s.delta[e]));
+  };
+  EXPECT_TRUE(all_close("rope_shift with factors", download_all(d_k), expect, tol));
+  // The factors matter: without them the same shift lands elsewhere.
+  std::vector<float> plain = k;
+  ref::rope_shift(plain.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
+  EXPECT_FALSE(all_close("rope_shift without factors", download_all(d_k), plain, tol));
+  auto short_factors = upload(std::vector<float>(size_t(s.n_rot / 2) - 1, 1.0f));
+  EXPECT_THROW(ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, short_factors, d_table),
+               cl::ClError);
 }
 
 // A (cos, sin) table smaller than [n_heads][cap][n_rot/2] pairs is refused before any launch,
@@ -260,7 +305,8 @@ TEST_F(LayerKernel, RopeShiftRefusesATableTooSmall) {
     }
     return false;
   };
-  EXPECT_TRUE(refused([&] { ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, small); }));
+  auto d_ones = upload(std::vector<float>(size_t(s.n_rot / 2), 1.0f));
+  EXPECT_TRUE(refused([&] { ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_ones, small); }));
   EXPECT_TRUE(refused([&] { ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, small); }));
 }
 
@@ -286,7 +332,8 @@ TEST_F(LayerKernel, RopeShiftOfRopeEqualsRopeAtShiftedPosition) {
   auto d_k = upload(at_p);
   auto d_delta = upload(s.delta);
   auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
-  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_table);
+  auto d_ones = upload(std::vector<float>(size_t(s.n_rot / 2), 1.0f));
+  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_ones, d_table);
   ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
   auto tol = [&](size_t i) { return s.tol(expect, i, rope_tol(s.delta[i / s.head_dim])); };
   EXPECT_TRUE(all_close("rope_shift(rope(k, p), d) vs rope(k, p + d)", download_all(d_k), expect, tol));

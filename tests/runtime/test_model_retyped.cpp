@@ -7,6 +7,7 @@
 // the Q5 file is not compared with the original.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -41,6 +42,20 @@ void write_retyped(const std::string& src, const std::string& dst, TensorType ty
     const TensorType to = t.shape[0] % quant::traits(type).block_elems == 0 ? type : fallback;
     w.add_tensor_f32(t.name, to, t.shape, values);
   }
+  w.write(dst);
+}
+
+// A copy of `src` with Llama 3 style RoPE frequency factors (rope_freqs.weight) added.
+void write_with_rope_factors(const std::string& src, const std::string& dst, const std::vector<float>& factors) {
+  const gguf::GgufFile f = gguf::GgufFile::open(src);
+  gguf::GgufWriter w(static_cast<uint32_t>(f.alignment()));
+  for (const auto& [key, value] : f.metadata())
+    if (key != "general.alignment") w.set(key, value);
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const uint8_t* data = f.tensor_data(t);
+    w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(data, data + quant::row_bytes(t.type, t.shape[0]) * t.rows()));
+  }
+  w.add_tensor_f32("rope_freqs.weight", TensorType::F32, {int64_t(factors.size())}, factors);
   w.write(dst);
 }
 
@@ -79,6 +94,29 @@ TEST(RetypedModel, Bf16AndQ5MixesReadTheTextAsTheirF16TwinsDo) {
   const double q5_ppl = perplexity(q5);
   write_retyped(q5, twin, TensorType::F16, TensorType::F16);
   EXPECT_NEAR(q5_ppl, perplexity(twin), 0.002 * original);  // measured: 5.0407 and 5.0410
+}
+
+// Llama 3's RoPE frequency factors reach the forward pass: SmolLM2 with factors that are all 1
+// reads the text exactly as the file without them; with the slow pairs turned 8 times slower
+// (as Llama 3.2's are 32 times) it reads it differently. The factors' arithmetic itself is
+// checked kernel by kernel (test_kernels_layers.cpp) and through the pot's re-rotation
+// (test_memory_pot.cpp, CrRope ..._RopeFactors).
+TEST(RopeFactorsOnARealModel, ReachTheForwardPass) {
+  const std::string model = test::real_model_path();
+  ASSERT_FALSE(model.empty());
+  test::TempDir dir;
+  const int pairs = 32;  // SmolLM2: head_dim 64, all rotated
+  std::vector<float> slow(pairs, 1.0f);
+  for (int i = pairs / 2; i < pairs; ++i) slow[size_t(i)] = 8.0f;
+  const std::string ones = dir.file("ones.gguf"), scaled = dir.file("scaled.gguf");
+  write_with_rope_factors(model, ones, std::vector<float>(pairs, 1.0f));
+  write_with_rope_factors(model, scaled, slow);
+  const double original = perplexity(model);
+  ASSERT_GT(original, 1.0);
+  EXPECT_EQ(perplexity(ones), original);
+  const double with_factors = perplexity(scaled);
+  EXPECT_GT(with_factors, 1.0);
+  EXPECT_GT(std::abs(with_factors - original), 1e-3 * original) << with_factors << " vs " << original;
 }
 
 }  // namespace

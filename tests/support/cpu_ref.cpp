@@ -18,9 +18,10 @@ double dot(const float* a, const float* b, int n) {
 }
 
 // Rotates the first n_rot/2 adjacent pairs of one head by pos * theta^(-2i/n_rot).
-void rotate_head(float* x, int n_rot, double pos, float theta) {
+void rotate_head(float* x, int n_rot, double pos, float theta, const float* freq_factors) {
   for (int i = 0; i < n_rot / 2; ++i) {
-    const double angle = pos * std::pow(double(theta), -2.0 * i / n_rot);
+    double angle = pos * std::pow(double(theta), -2.0 * i / n_rot);
+    if (freq_factors) angle /= freq_factors[i];
     const double c = std::cos(angle), s = std::sin(angle);
     const double x0 = x[2 * i], x1 = x[2 * i + 1];
     x[2 * i] = float(x0 * c - x1 * s);
@@ -159,11 +160,12 @@ void rms_norm(const float* x, const float* w, float* out, int n_rows, int n, flo
 }
 
 void rope_store_kv(float* qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot, const int* pos,
-                   float theta, float* k_cache, float* v_cache, int cap, int slot0, int n_tokens) {
+                   float theta, float* k_cache, float* v_cache, int cap, int slot0, int n_tokens,
+                   const float* freq_factors) {
   const int v0 = (n_head + n_kv_heads) * head_dim;
   for (int t = 0; t < n_tokens; ++t) {
     float* row = qkv + size_t(t) * ld;
-    for (int h = 0; h < n_head + n_kv_heads; ++h) rotate_head(row + h * head_dim, n_rot, pos[t], theta);
+    for (int h = 0; h < n_head + n_kv_heads; ++h) rotate_head(row + h * head_dim, n_rot, pos[t], theta, freq_factors);
     for (int g = 0; g < n_kv_heads; ++g) {
       const size_t dst = (size_t(g) * cap + slot0 + t) * head_dim;
       std::copy_n(row + (n_head + g) * head_dim, head_dim, k_cache + dst);
@@ -173,10 +175,11 @@ void rope_store_kv(float* qkv, int ld, int n_head, int n_kv_heads, int head_dim,
 }
 
 void rope_shift(float* k_cache, int n_heads, int cap, int head_dim, int n_rot, const int* delta, int n_slots,
-                float theta) {
+                float theta, const float* freq_factors) {
   for (int h = 0; h < n_heads; ++h)
     for (int slot = 0; slot < n_slots; ++slot)
-      rotate_head(k_cache + (size_t(h) * cap + slot) * head_dim, n_rot, delta[size_t(h) * cap + slot], theta);
+      rotate_head(k_cache + (size_t(h) * cap + slot) * head_dim, n_rot, delta[size_t(h) * cap + slot], theta,
+                  freq_factors);
 }
 
 void swiglu(const float* gu, int n_rows, int n_ff, float* act) {

@@ -63,18 +63,20 @@ void matvec_q8(TensorType t, const void* W, int rows, int cols, const Q8Block* x
 void rms_norm(const float* x, const float* w, float* out, int n_rows, int n, float eps);
 
 // RoPE, normal (adjacent-pair) mode: for pair i < n_rot/2 of a head of token t,
-// angle = pos[t] * theta^(-2i/n_rot) and (x[2i], x[2i+1]) is rotated by it. In place on the
+// angle = pos[t] * theta^(-2i/n_rot) (divided by freq_factors[i] when given: Llama 3's
+// rope_freqs) and (x[2i], x[2i+1]) is rotated by it. In place on the
 // q heads 0..n_head-1 and k heads n_head..n_head+n_kv_heads-1 of fused q|k|v rows; then token
 // t's rotated key head g and value head g (columns v0 + g*head_dim, v0 = (n_head + n_kv_heads)
 // * head_dim) go to slot slot0 + t of head g.
 //   qkv: [n_tokens][ld]   k_cache, v_cache: [n_kv_heads][cap][head_dim]
 void rope_store_kv(float* qkv, int ld, int n_head, int n_kv_heads, int head_dim, int n_rot, const int* pos,
-                   float theta, float* k_cache, float* v_cache, int cap, int slot0, int n_tokens);
+                   float theta, float* k_cache, float* v_cache, int cap, int slot0, int n_tokens,
+                   const float* freq_factors = nullptr);
 
 // Re-rotates rows of a key cache by delta[h*cap + slot] positions, slots < n_slots.
 //   k_cache: [n_heads][cap][head_dim]
 void rope_shift(float* k_cache, int n_heads, int cap, int head_dim, int n_rot, const int* delta, int n_slots,
-                float theta);
+                float theta, const float* freq_factors = nullptr);
 
 // act[r][i] = silu(gu[r][i]) * gu[r][n_ff + i]                   gu: [n_rows][2*n_ff]
 void swiglu(const float* gu, int n_rows, int n_ff, float* act);
