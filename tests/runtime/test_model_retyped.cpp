@@ -23,22 +23,30 @@ namespace {
 
 using gguf::TensorType;
 
+// A writer holding `f`'s metadata, and one of `f`'s tensors copied as stored.
+gguf::GgufWriter writer_with_metadata_of(const gguf::GgufFile& f) {
+  gguf::GgufWriter w(static_cast<uint32_t>(f.alignment()));
+  for (const auto& [key, value] : f.metadata())
+    if (key != "general.alignment") w.set(key, value);
+  return w;
+}
+void copy_tensor(const gguf::GgufFile& f, const gguf::TensorInfo& t, gguf::GgufWriter& w) {
+  const uint8_t* data = f.tensor_data(t);
+  w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(data, data + quant::row_bytes(t.type, t.shape[0]) * t.rows()));
+}
+
 // A copy of `src` whose matrices (2-D, not F32) are dequantized and stored as `type`, or as
 // `fallback` when their rows are not whole blocks of `type`.
 void write_retyped(const std::string& src, const std::string& dst, TensorType type, TensorType fallback) {
   const gguf::GgufFile f = gguf::GgufFile::open(src);
-  gguf::GgufWriter w(static_cast<uint32_t>(f.alignment()));
-  for (const auto& [key, value] : f.metadata())
-    if (key != "general.alignment") w.set(key, value);
+  gguf::GgufWriter w = writer_with_metadata_of(f);
   for (const gguf::TensorInfo& t : f.tensors()) {
-    const uint8_t* data = f.tensor_data(t);
-    const size_t bytes = quant::row_bytes(t.type, t.shape[0]) * t.rows();
     if (t.shape.size() != 2 || t.type == TensorType::F32) {
-      w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(data, data + bytes));
+      copy_tensor(f, t, w);
       continue;
     }
     std::vector<float> values(t.n_elements());
-    quant::dequantize_row(t.type, data, values.data(), t.n_elements());
+    quant::dequantize_row(t.type, f.tensor_data(t), values.data(), t.n_elements());
     const TensorType to = t.shape[0] % quant::traits(type).block_elems == 0 ? type : fallback;
     w.add_tensor_f32(t.name, to, t.shape, values);
   }
@@ -48,13 +56,8 @@ void write_retyped(const std::string& src, const std::string& dst, TensorType ty
 // A copy of `src` with Llama 3 style RoPE frequency factors (rope_freqs.weight) added.
 void write_with_rope_factors(const std::string& src, const std::string& dst, const std::vector<float>& factors) {
   const gguf::GgufFile f = gguf::GgufFile::open(src);
-  gguf::GgufWriter w(static_cast<uint32_t>(f.alignment()));
-  for (const auto& [key, value] : f.metadata())
-    if (key != "general.alignment") w.set(key, value);
-  for (const gguf::TensorInfo& t : f.tensors()) {
-    const uint8_t* data = f.tensor_data(t);
-    w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(data, data + quant::row_bytes(t.type, t.shape[0]) * t.rows()));
-  }
+  gguf::GgufWriter w = writer_with_metadata_of(f);
+  for (const gguf::TensorInfo& t : f.tensors()) copy_tensor(f, t, w);
   w.add_tensor_f32("rope_freqs.weight", TensorType::F32, {int64_t(factors.size())}, factors);
   w.write(dst);
 }
