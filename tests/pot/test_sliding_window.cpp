@@ -255,8 +255,9 @@ TEST(SlidingWindow, PotThatNeverFillsAnswersAsTheFullCache) {
 }
 
 // kv_cache = the global layers x the KV capacity + the local layers x (window + chunk),
-// plus the local store's compaction copy, slot and delta lists and the delta list's (cos, sin)
-// table (n_rot/2 float pairs per slot and head); counted from the shapes here, not from KvStore.
+// plus the local store's compaction copy, slot and delta lists, the delta list's (cos, sin)
+// table (n_rot/2 float pairs per slot and head) and the n_rot/2 RoPE angle divisors; counted
+// from the shapes here, not from KvStore.
 TEST(SlidingWindow, MemoryPlanCountsEachKind) {
   auto e = make_gemma(8);
   const LlamaConfig& c = e->config();
@@ -264,7 +265,8 @@ TEST(SlidingWindow, MemoryPlanCountsEachKind) {
   ASSERT_EQ(c.n_local_layers(), 2);
   const uint64_t entry = 2ull * c.n_head_kv * c.head_dim * 4;  // K and V of one token in one layer, f32
   const int window_cap = kWindow + 8;
-  const uint64_t compaction = uint64_t(c.n_head_kv) * window_cap * (c.head_dim * 4 + 2 * sizeof(int) + c.n_rot / 2 * 8);
+  const uint64_t compaction =
+      uint64_t(c.n_head_kv) * window_cap * (c.head_dim * 4 + 2 * sizeof(int) + c.n_rot / 2 * 8) + c.n_rot / 2 * 4;
   for (int capacity : {40, 400}) {
     e->prepare(capacity);
     const uint64_t kv = e->context().memory().used(cl::MemCategory::KvCache);

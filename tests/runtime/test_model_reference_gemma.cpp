@@ -233,9 +233,9 @@ TEST(GemmaPot, ReadsThroughAPotOverTheGlobalLayers) {
   EXPECT_EQ(j["pot"]["positions"].get<std::string>(), "gaps");
   EXPECT_LT(j["pot"]["max_position"].get<int>(), j["prompt_tokens"].get<int>() - 1);
   const uint64_t entry = 2ull * 256 * 4;  // K and V of one token in one layer
-  // the local store's compaction buffers: a layer's K copy, slot and delta lists, and the
-  // delta list's (cos, sin) table (128 float pairs per slot)
-  const uint64_t expected = 3 * 128 * entry + 15 * (512 + 128) * entry + (512 + 128) * (256 * 4 + 8 + 128 * 8);
+  // the local store's compaction buffers: a layer's K copy, slot and delta lists, the delta
+  // list's (cos, sin) table (128 float pairs per slot) and the 128 RoPE angle divisors (all 1)
+  const uint64_t expected = 3 * 128 * entry + 15 * (512 + 128) * entry + (512 + 128) * (256 * 4 + 8 + 128 * 8) + 128 * 4;
   EXPECT_EQ(j["device_bytes"]["kv_cache"].get<uint64_t>(), expected);
 }
 
