@@ -17,7 +17,7 @@ const char* recognise_other_family(const std::string& t) {
   if (t.find("<|User|>") != std::string::npos || t.find("<\xEF\xBD\x9CUser\xEF\xBD\x9C>") != std::string::npos) {
     return "deepseek";
   }
-  if (t.find("<|user|>") != std::string::npos) return "zephyr/phi3 <|user|>";
+  if (t.find("<|user|>") != std::string::npos) return "phi3 <|user|> ... <|end|>";
   return nullptr;
 }
 
@@ -32,6 +32,12 @@ void check_role(const std::string& role) {
     throw ChatTemplateError(fmt::format("invalid chat role \"{}\" (must be non-empty, one line)", role));
 }
 
+// What a rendering takes from the template and the vocabulary.
+struct Vocab {
+  std::string default_system;  // ChatML's default system prompt
+  std::string eos;             // the EOS token's text (Zephyr closes every turn with it)
+};
+
 // The families we render, each as its Jinja template does (and as llama.cpp's built-in
 // renderer for it does; BOS is not part of the text: the engine adds it when the vocabulary
 // asks for it, as llama.cpp's tokenizer does).
@@ -39,8 +45,8 @@ void check_role(const std::string& role) {
 // ChatML (SmolLM2, Qwen): <|im_start|>role\ncontent<|im_end|>\n; the template's default system
 // prompt goes before the first message when that is not a system message; an empty
 // conversation gets none (the template's loop never runs).
-std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                          const std::string& default_system) {
+std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Vocab& v) {
+  const std::string& default_system = v.default_system;
   std::string out;
   auto turn = [&](const std::string& role, const std::string& content) {
     check_role(role);
@@ -54,7 +60,7 @@ std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_gen
 
 // Gemma (2 and 3): no system turn; the system text and a blank line open the first user turn;
 // "assistant" is "model"; contents trimmed.
-std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const std::string&) {
+std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Vocab&) {
   std::string out, system;
   for (const ChatMessage& m : messages) {
     check_role(m.role);
@@ -75,7 +81,7 @@ std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_gene
 }
 
 // Llama 3: <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>, contents trimmed.
-std::string render_llama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const std::string&) {
+std::string render_llama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Vocab&) {
   std::string out;
   for (const ChatMessage& m : messages) {
     check_role(m.role);
@@ -85,17 +91,32 @@ std::string render_llama3(const std::vector<ChatMessage>& messages, bool add_gen
   return out;
 }
 
+// Zephyr (TinyLlama-Chat): <|role|>\ncontent EOS\n, the assistant turn opened with
+// "<|assistant|>\n" (the newline after the template's expression line, kept by the
+// trim_blocks rendering transformers uses); EOS is the vocabulary's (</s>).
+std::string render_zephyr(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Vocab& v) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    check_role(m.role);
+    out += "<|" + m.role + "|>\n" + m.content + v.eos + "\n";
+  }
+  if (add_generation_prompt) out += "<|assistant|>\n";
+  return out;
+}
+
 struct Family {
   const char* name;
   const char* marker;       // a string every template of the family has
-  const char* end_of_turn;  // the token that closes a turn
-  std::string (*render)(const std::vector<ChatMessage>&, bool, const std::string&);
+  const char* marker2;      // and this one too ("" when one marker decides)
+  const char* end_of_turn;  // the token that closes a turn ("": the vocabulary's EOS)
+  std::string (*render)(const std::vector<ChatMessage>&, bool, const Vocab&);
 };
 
 const Family kFamilies[] = {
-    {"chatml", kImStart, kImEnd, render_chatml},
-    {"gemma", "<start_of_turn>", "<end_of_turn>", render_gemma},
-    {"llama3", "<|start_header_id|>", "<|eot_id|>", render_llama3},
+    {"chatml", kImStart, "", kImEnd, render_chatml},
+    {"gemma", "<start_of_turn>", "", "<end_of_turn>", render_gemma},
+    {"llama3", "<|start_header_id|>", "", "<|eot_id|>", render_llama3},
+    {"zephyr", "<|user|>", "eos_token", "", render_zephyr},
 };
 
 const Family* find_family(const std::string& name) {
@@ -160,8 +181,10 @@ std::string find_default_system(const std::string& t) {
 
 }  // namespace
 
-ChatTemplate ChatTemplate::from_template(const std::optional<std::string>& template_text, bool vocab_has_im_start) {
+ChatTemplate ChatTemplate::from_template(const std::optional<std::string>& template_text, bool vocab_has_im_start,
+                                         const std::string& eos_text) {
   ChatTemplate ct;
+  ct.eos_ = eos_text;
   ct.family_ = "chatml";
   ct.end_of_turn_ = kImEnd;
   if (!template_text) {
@@ -175,24 +198,30 @@ ChatTemplate ChatTemplate::from_template(const std::optional<std::string>& templ
   }
   const std::string& t = *template_text;
   for (const Family& f : kFamilies) {
-    if (t.find(f.marker) == std::string::npos) continue;
+    if (t.find(f.marker) == std::string::npos || t.find(f.marker2) == std::string::npos) continue;
     ct.family_ = f.name;
-    ct.end_of_turn_ = f.end_of_turn;
+    ct.end_of_turn_ = *f.end_of_turn ? f.end_of_turn : eos_text;
+    if (ct.end_of_turn_.empty())
+      throw ChatTemplateError(fmt::format("the {} chat template closes turns with the EOS token, and the vocabulary "
+                                          "names none (tokenizer.ggml.eos_token_id)",
+                                          f.name));
     if (ct.family_ == "chatml") ct.default_system_ = find_default_system(t);
     return ct;
   }
   if (const char* other = recognise_other_family(t)) {
-    throw ChatTemplateError(fmt::format("unsupported chat template family '{}' (implemented: ChatML, Gemma, Llama 3)", other));
+    throw ChatTemplateError(
+        fmt::format("unsupported chat template family '{}' (implemented: ChatML, Gemma, Llama 3, Zephyr)", other));
   }
   throw ChatTemplateError(fmt::format(
-      "unrecognised chat template (implemented: ChatML, Gemma, Llama 3); it begins: {}", excerpt(t)));
+      "unrecognised chat template (implemented: ChatML, Gemma, Llama 3, Zephyr); it begins: {}", excerpt(t)));
 }
 
 ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& file) {
   std::optional<std::string> text;
   if (file.has("tokenizer.chat_template")) text = file.get_string("tokenizer.chat_template");
   bool has_im_start = false;
-  if (!text && file.has("tokenizer.ggml.tokens")) {
+  std::string eos;
+  if (file.has("tokenizer.ggml.tokens")) {
     const gguf::Value& tokens = file.get("tokenizer.ggml.tokens");
     for (const gguf::Value& v : tokens.array) {
       if (v.type == gguf::ValueType::STRING && v.as_string() == kImStart) {
@@ -200,15 +229,24 @@ ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& file) {
         break;
       }
     }
+    // Only a Zephyr template writes EOS into the text; the tokenizer checks the id itself.
+    if (text && text->find("<|user|>") != std::string::npos && file.has("tokenizer.ggml.eos_token_id")) {
+      try {
+        const uint64_t id = file.get_u64("tokenizer.ggml.eos_token_id");
+        if (id < tokens.array.size() && tokens.array[id].type == gguf::ValueType::STRING) eos = tokens.array[id].as_string();
+      } catch (const gguf::GgufError&) {
+        eos.clear();  // not an unsigned id: the template is then refused for want of an EOS
+      }
+    }
   }
-  return from_template(text, has_im_start);
+  return from_template(text, has_im_start && !text, eos);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
   if (completion()) {
     throw ChatTemplateError("model has no tokenizer.chat_template (a base model): prompt it with plain text (--raw)");
   }
-  return find_family(family_)->render(messages, add_generation_prompt, default_system_);
+  return find_family(family_)->render(messages, add_generation_prompt, Vocab{default_system_, eos_});
 }
 
 }  // namespace infinipot

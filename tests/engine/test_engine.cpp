@@ -47,10 +47,10 @@ TEST(Engine, ControlTokenTextInUserTextIsNotParsed) {
   EXPECT_GT(hostile.size(), plain.size());
 }
 
-// Gemma and Llama 3 chat templates on a tiny model: the prompt is the family's rendering with
+// Gemma, Llama 3 and Zephyr chat templates on a tiny model: the prompt is the family's rendering with
 // the document and question in the user turn, and BOS first exactly when the vocabulary asks
 // for it (tokenizer.ggml.add_bos_token), as llama.cpp tokenizes a chat prompt.
-TEST(Engine, GemmaAndLlama3ChatPromptsTakeBosFromTheVocabulary) {
+TEST(Engine, GemmaLlama3AndZephyrChatPromptsTakeBosFromTheVocabulary) {
   test::TempDir dir;
   struct Case {
     const char* name;
@@ -60,7 +60,9 @@ TEST(Engine, GemmaAndLlama3ChatPromptsTakeBosFromTheVocabulary) {
       {"gemma", "{{ '<start_of_turn>' + role + '\\n' + content + '<end_of_turn>\\n' }}", "<start_of_turn>user\n",
        "<end_of_turn>\n<start_of_turn>model\n"},
       {"llama3", "{{ '<|start_header_id|>' + role + '<|end_header_id|>\\n\\n' + content + '<|eot_id|>' }}",
-       "<|start_header_id|>user<|end_header_id|>\n\n", "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"}};
+       "<|start_header_id|>user<|end_header_id|>\n\n", "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+      // Zephyr closes a turn with the vocabulary's EOS: the tiny model's is <|im_end|>.
+      {"zephyr", "{{ '<|user|>\\n' + content + eos_token }}", "<|user|>\n", "<|im_end|>\n<|assistant|>\n"}};
   for (const Case& c : cases)
     for (const bool add_bos : {true, false}) {
       SCOPED_TRACE(std::string(c.name) + (add_bos ? " with BOS" : " without"));

@@ -124,13 +124,37 @@ TEST(ChatTemplate, Llama3RendersLikeItsJinja) {
   EXPECT_NE(what_of([&] { ct.render({{"", "x"}}, false); }).find("invalid chat role"), std::string::npos);
 }
 
+// TinyLlama-1.1B-Chat's template as stored (transformers renders it with trim_blocks, which
+// drops the newline after each {% %} tag but keeps the one after each {{ }} line). Expected
+// strings worked by hand from that Jinja.
+const std::string kZephyrTemplate =
+    "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + "
+    "eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n"
+    "{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n"
+    "{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
+
+TEST(ChatTemplate, ZephyrRendersLikeItsJinjaWithTheVocabularysEos) {
+  const ChatTemplate ct = ChatTemplate::from_template(kZephyrTemplate, false, "</s>");
+  EXPECT_EQ(ct.family(), "zephyr");
+  EXPECT_EQ(ct.end_of_turn(), "</s>");
+  EXPECT_EQ(ct.render({{"system", "Be terse."}, {"user", "Hi"}}, true),
+            "<|system|>\nBe terse.</s>\n<|user|>\nHi</s>\n<|assistant|>\n");
+  EXPECT_EQ(ct.render({{"user", "Hi"}, {"assistant", "Hello!"}}, false), "<|user|>\nHi</s>\n<|assistant|>\nHello!</s>\n");
+  // The EOS comes from the vocabulary; without one the template cannot be rendered.
+  EXPECT_EQ(ChatTemplate::from_template(kZephyrTemplate, false, "<|endoftext|>").render({{"user", "x"}}, false),
+            "<|user|>\nx<|endoftext|>\n");
+  const std::string msg = what_of([&] { ChatTemplate::from_template(kZephyrTemplate, false, ""); });
+  EXPECT_NE(msg.find("zephyr chat template closes turns with the EOS token"), std::string::npos) << msg;
+}
+
 TEST(ChatTemplate, OtherFamiliesAreNamedInTheError) {
   const std::string mistral = "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}";
   EXPECT_NE(what_of([&] { ChatTemplate::from_template(mistral, true); }).find("'mistral/llama2 [INST]'"), std::string::npos);
-  const std::string zephyr = "{% for m in messages %}<|user|>\n{{ m.content }}</s>{% endfor %}";
-  const std::string msg_z = what_of([&] { ChatTemplate::from_template(zephyr, true); });
-  EXPECT_NE(msg_z.find("'zephyr/phi3 <|user|>'"), std::string::npos) << msg_z;
-  EXPECT_NE(msg_z.find("implemented: ChatML, Gemma, Llama 3"), std::string::npos) << msg_z;
+  // Phi-3's <|user|> turns end with <|end|>, not the EOS token: not Zephyr.
+  const std::string phi3 = "{% for m in messages %}<|user|>\n{{ m.content }}<|end|>\n{% endfor %}";
+  const std::string msg_p = what_of([&] { ChatTemplate::from_template(phi3, true); });
+  EXPECT_NE(msg_p.find("'phi3 <|user|> ... <|end|>'"), std::string::npos) << msg_p;
+  EXPECT_NE(msg_p.find("implemented: ChatML, Gemma, Llama 3, Zephyr"), std::string::npos) << msg_p;
   const std::string odd = "{{ messages | tojson }}";
   const std::string msg = what_of([&] { ChatTemplate::from_template(odd, true); });
   EXPECT_NE(msg.find("unrecognised chat template"), std::string::npos) << msg;
