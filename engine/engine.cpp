@@ -33,9 +33,12 @@ std::vector<TokenId> PromptParts::all() const {
 
 PromptParts Engine::prompt_parts(const std::string& system, const std::string& document, const std::string& question,
                                  bool raw) const {
+  // The parts are tokenized one by one, each but the first as the continuation of the text
+  // before it, so that they add up to the whole prompt's encoding (SentencePiece adds its
+  // space prefix only at the start of the text and after a special token).
   PromptParts p;
   p.body = tokenizer_->encode(document, false, false);
-  if (!question.empty()) p.question = tokenizer_->encode("\n\n" + question, false, false);
+  if (!question.empty()) p.question = tokenizer_->encode_continuation("\n\n" + question, false);
   if (raw || template_->completion()) {
     // Plain text (completion mode; a base model has no template): BOS first when the model
     // asks for it (tokenizer.ggml.add_bos_token), as llama.cpp prompts it.
@@ -57,7 +60,10 @@ PromptParts Engine::prompt_parts(const std::string& system, const std::string& d
   const TokenId bos = tokenizer_->bos();
   if (tokenizer_->add_bos_default() && bos >= 0 && (p.prefix.empty() || p.prefix.front() != bos))
     p.prefix.insert(p.prefix.begin(), bos);
-  p.tail = tokenizer_->encode(rendered.substr(at + kSentinel.size()), false, true);
+  // The user's text goes on from the template's raw text ("user\n"), unless the template put
+  // a special token right before it.
+  if (!tokenizer_->ends_with_special_token(rendered.substr(0, at))) p.body = tokenizer_->encode_continuation(document, false);
+  p.tail = tokenizer_->encode_continuation(rendered.substr(at + kSentinel.size()), true);
   return p;
 }
 
@@ -66,7 +72,7 @@ std::vector<TokenId> Engine::chat_prompt(const std::string& system, const std::s
 }
 
 std::vector<TokenId> Engine::catalyst_prompt(const PromptParts& parts, const std::string& text, int* question_rows) const {
-  std::vector<TokenId> out = tokenizer_->encode("\n\n" + text, false, false);
+  std::vector<TokenId> out = tokenizer_->encode_continuation("\n\n" + text, false);
   if (question_rows) *question_rows = static_cast<int>(out.size());
   out.insert(out.end(), parts.tail.begin(), parts.tail.end());
   return out;

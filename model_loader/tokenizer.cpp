@@ -206,7 +206,19 @@ std::vector<TokenId> Tokenizer::encode(const std::string& text, bool add_bos, bo
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && impl_->bos >= 0) out.push_back(impl_->bos);
-  impl_->model->encode(text, impl_->split_specials(text, parse_special), out);
+  impl_->model->encode(text, impl_->split_specials(text, parse_special), out, false);
+  return out;
+}
+
+bool Tokenizer::ends_with_special_token(const std::string& text) const {
+  const std::vector<Fragment> frags = impl_->split_specials(text, true);
+  return frags.empty() || frags.back().token >= 0;
+}
+
+std::vector<TokenId> Tokenizer::encode_continuation(const std::string& text, bool parse_special) const {
+  std::vector<TokenId> out;
+  out.reserve(text.size() / 3 + 2);
+  impl_->model->encode(text, impl_->split_specials(text, parse_special), out, true);
   return out;
 }
 

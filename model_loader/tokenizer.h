@@ -35,6 +35,13 @@ class Tokenizer {
   // as llama.cpp does (details in unicode_utf8.h); llama (SentencePiece): bytes are kept and
   // spelled with byte tokens (<0xXX>), as llama.cpp does.
   std::vector<TokenId> encode(const std::string& text, bool add_bos, bool parse_special) const;
+  // The same for text that goes on from raw text already encoded (a prompt cut into parts):
+  // SentencePiece's space prefix (tokenizer.ggml.add_space_prefix) is not added at its start,
+  // only after a special token inside it, so the parts add up to the whole text's encoding.
+  std::vector<TokenId> encode_continuation(const std::string& text, bool parse_special) const;
+  // Whether `text`, special tokens parsed, ends with one (an empty text counts as one: what
+  // follows opens the prompt).
+  bool ends_with_special_token(const std::string& text) const;
   // Text of one token (byte-level decoded, or "▁" as a space); control tokens decode to ""
   // unless render_special.
   std::string decode_token(TokenId id, bool render_special = false) const;

@@ -41,7 +41,8 @@ class BpeModel final : public TokenizerModel {
   BpeModel(const std::vector<std::string>& texts, const std::vector<std::string>& merges, PreTokenizer pre)
       : bpe_(texts, merges), pre_(std::move(pre)) {}
 
-  void encode(std::string_view text, const std::vector<Fragment>& fragments, std::vector<TokenId>& out) const override {
+  void encode(std::string_view text, const std::vector<Fragment>& fragments, std::vector<TokenId>& out,
+              bool /*continues_text: byte-level BPE adds no prefix*/) const override {
     // Words repeat a lot in real text; merging each distinct word once is most of the speed.
     std::unordered_map<std::string, std::vector<TokenId>> cache;
     for (const Fragment& f : fragments) {

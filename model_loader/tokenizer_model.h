@@ -25,9 +25,11 @@ class TokenizerModel {
   virtual ~TokenizerModel() = default;
 
   // Appends the ids of `fragments` (cut from `text` by the special-token split), in order:
-  // special tokens as they are, raw text through the family's algorithm.
-  virtual void encode(std::string_view text, const std::vector<Fragment>& fragments,
-                      std::vector<TokenId>& out) const = 0;
+  // special tokens as they are, raw text through the family's algorithm. continues_text: the
+  // text goes on from raw text encoded before it (SentencePiece adds no space prefix at its
+  // start then, only after a special token).
+  virtual void encode(std::string_view text, const std::vector<Fragment>& fragments, std::vector<TokenId>& out,
+                      bool continues_text) const = 0;
   // The bytes a normal token stands for, from its vocabulary text.
   virtual std::string render_normal(const std::string& text) const = 0;
   // Exact vocabulary entry, -1 if absent.

@@ -31,8 +31,9 @@ class SpmModel final : public TokenizerModel {
   SpmModel(SpmVocab vocab, bool add_space_prefix, std::string pre)
       : vocab_(std::move(vocab)), add_space_prefix_(add_space_prefix), pre_(std::move(pre)) {}
 
-  void encode(std::string_view text, const std::vector<Fragment>& fragments, std::vector<TokenId>& out) const override {
-    bool after_special = true;  // the start of the text counts as one
+  void encode(std::string_view text, const std::vector<Fragment>& fragments, std::vector<TokenId>& out,
+              bool continues_text) const override {
+    bool after_special = !continues_text;  // the start of a text counts as one
     for (const Fragment& f : fragments) {
       if (f.token >= 0) {
         out.push_back(f.token);

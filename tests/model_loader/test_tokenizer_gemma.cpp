@@ -274,6 +274,30 @@ TEST(SpmMerging, SpacePrefixAndEscaping) {
   EXPECT_EQ(without.tok.encode("</s>", true, true), (std::vector<TokenId>{1, 2}));
 }
 
+// A prompt tokenized in parts (the engine's prefix, document, question, tail) adds up to the
+// whole text's encoding when each part after the first is encoded as a continuation: the
+// space prefix goes at the start of the text and after special tokens, not at every seam.
+TEST(SpmMerging, ContinuationsAddNoSpacePrefixAtTheirStart) {
+  const std::vector<std::pair<std::string, float>> pieces = {
+      {"\xe2\x96\x81", -1}, {"h", -1}, {"i", -1}, {"\xe2\x96\x81h", -2}, {"\xe2\x96\x81hi", -3}, {"hi", -4}};
+  const TokenId spaced_hi = kFirstPiece + 4, hi = kFirstPiece + 5;
+  SmallSpm with = small_spm(spm_vocab(pieces));
+  EXPECT_EQ(with.tok.encode_continuation("hi", false), (std::vector<TokenId>{hi}));
+  EXPECT_EQ(with.tok.encode_continuation("hi hi", false), (std::vector<TokenId>{hi, spaced_hi}));
+  EXPECT_EQ(with.tok.encode_continuation("hi</s>hi", true), (std::vector<TokenId>{hi, 2, spaced_hi}));
+  // "hi" + "hi</s>hi" in two parts equals "hihi</s>hi" whole, seam for seam.
+  std::vector<TokenId> parts = with.tok.encode("hi", false, true);
+  const std::vector<TokenId> rest = with.tok.encode_continuation("hi</s>hi", true);
+  parts.insert(parts.end(), rest.begin(), rest.end());
+  EXPECT_EQ(parts, with.tok.encode("hihi</s>hi", false, true));
+  EXPECT_EQ(parts, (std::vector<TokenId>{spaced_hi, hi, 2, spaced_hi}));
+  // Where a part starts after a special token, the engine encodes it as a text of its own.
+  EXPECT_TRUE(with.tok.ends_with_special_token("hi</s>"));
+  EXPECT_TRUE(with.tok.ends_with_special_token(""));
+  EXPECT_FALSE(with.tok.ends_with_special_token("</s>hi"));
+  EXPECT_FALSE(with.tok.ends_with_special_token("hi"));
+}
+
 TEST(SpmMerging, ScoresMustMatchTheVocabulary) {
   gguf::GgufWriter w = spm_vocab({{"a", -1}});
   w.erase("tokenizer.ggml.scores");
