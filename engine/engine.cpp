@@ -35,35 +35,34 @@ PromptParts Engine::prompt_parts(const std::string& system, const std::string& d
                                  bool raw) const {
   // The parts are tokenized one by one, each but the first as the continuation of the text
   // before it, so that they add up to the whole prompt's encoding (SentencePiece adds its
-  // space prefix only at the start of the text and after a special token).
+  // space prefix only at the start of the text and after a special token). BOS goes first
+  // when the vocabulary asks for it (tokenizer.ggml.add_bos_token: Gemma, Llama 3; not
+  // SmolLM2), as llama.cpp adds it, unless a chat template wrote it already.
   PromptParts p;
-  p.body = tokenizer_->encode(document, false, false);
   if (!question.empty()) p.question = tokenizer_->encode_continuation("\n\n" + question, false);
-  if (raw || template_->completion()) {
-    // Plain text (completion mode; a base model has no template): BOS first when the model
-    // asks for it (tokenizer.ggml.add_bos_token), as llama.cpp prompts it.
-    if (tokenizer_->add_bos_default() && tokenizer_->bos() >= 0) p.prefix = {tokenizer_->bos()};
-    return p;
+  std::string head, tail;  // the chat template's text before and after the user's
+  if (!raw && !template_->completion()) {
+    // Render with a sentinel in place of the user's text, then tokenize the template parts
+    // with special-token parsing and the user's text without.
+    static const std::string kSentinel = "\x01infinipot-user-text\x01";
+    std::vector<ChatMessage> msgs;
+    if (!system.empty()) msgs.push_back({"system", system});
+    msgs.push_back({"user", kSentinel});
+    const std::string rendered = template_->render(msgs, /*add_generation_prompt=*/true);
+    const size_t at = rendered.find(kSentinel);
+    if (at == std::string::npos) throw std::logic_error("chat template dropped the user message");
+    head = rendered.substr(0, at);
+    tail = rendered.substr(at + kSentinel.size());
   }
-  // Render with a sentinel in place of the user's text, then tokenize the template parts
-  // with special-token parsing and the user's text without.
-  static const std::string kSentinel = "\x01infinipot-user-text\x01";
-  std::vector<ChatMessage> msgs;
-  if (!system.empty()) msgs.push_back({"system", system});
-  msgs.push_back({"user", kSentinel});
-  const std::string rendered = template_->render(msgs, /*add_generation_prompt=*/true);
-  const size_t at = rendered.find(kSentinel);
-  if (at == std::string::npos) throw std::logic_error("chat template dropped the user message");
-  // BOS as llama.cpp adds it to a chat prompt: when the vocabulary asks for it (Gemma, Llama 3;
-  // not SmolLM2), unless the template wrote it already.
-  p.prefix = tokenizer_->encode(rendered.substr(0, at), false, true);
+  p.prefix = tokenizer_->encode(head, false, true);
   const TokenId bos = tokenizer_->bos();
   if (tokenizer_->add_bos_default() && bos >= 0 && (p.prefix.empty() || p.prefix.front() != bos))
     p.prefix.insert(p.prefix.begin(), bos);
-  // The user's text goes on from the template's raw text ("user\n"), unless the template put
-  // a special token right before it.
-  if (!tokenizer_->ends_with_special_token(rendered.substr(0, at))) p.body = tokenizer_->encode_continuation(document, false);
-  p.tail = tokenizer_->encode_continuation(rendered.substr(at + kSentinel.size()), true);
+  // The document goes on from the template's raw text ("user\n"), unless there is none or the
+  // template put a special token right before it.
+  p.body = tokenizer_->ends_with_special_token(head) ? tokenizer_->encode(document, false, false)
+                                                     : tokenizer_->encode_continuation(document, false);
+  if (!tail.empty()) p.tail = tokenizer_->encode_continuation(tail, true);
   return p;
 }
 
