@@ -213,6 +213,8 @@ TEST_F(LayerKernel, RopeStoreKvMatchesReference) {
                  cl::ClError);
     const std::vector<int> short_pos(pos.begin(), pos.end() - 1);
     auto d_cs_short = upload(ops::rope_angles(short_pos, cs.n_rot, theta));  // one row short
+    // A factor list that is not n_rot/2 long is refused before any table is built.
+    EXPECT_THROW(ops::rope_angles(pos, cs.n_rot, theta, std::vector<float>(size_t(cs.n_rot / 2) + 1, 1.0f)), cl::ClError);
     EXPECT_THROW(ops::rope_store_kv(ctx(), d_qkv, ld, cs.n_head, cs.n_kv, hd, cs.n_rot, d_cs_short, d_k, d_v, cap,
                                     slot0, n_tokens),
                  cl::ClError);

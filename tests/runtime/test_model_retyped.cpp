@@ -1,10 +1,11 @@
-// The weight types no shipped model uses, on a real model: SmolLM2-135M-Instruct's weights
-// rewritten as BF16, and as a Q5_K_M-like mix (Q5_K where rows are whole 256-element
-// super-blocks, Q5_1 elsewhere). The kernels are checked against the host reference one by
+// Real-model files rewritten to hold what no shipped model has. (1) Weight types:
+// SmolLM2-135M-Instruct's weights rewritten as BF16, and as a Q5_K_M-like mix (Q5_K where
+// rows are whole 256-element super-blocks, Q5_1 elsewhere). The kernels are checked against the host reference one by
 // one (test_kernels_weights.cpp); this checks whole forward passes: each file reads the text
 // as its F16 twin (the same values, dequantized by the host reference) does. Requantizing
 // Q4_1's values onto a 5-bit grid costs accuracy of its own (perplexity 3.46 -> 5.0 here), so
-// the Q5 file is not compared with the original.
+// the Q5 file is not compared with the original. (2) Llama 3's RoPE frequency factors
+// (rope_freqs.weight) added to SmolLM2 (RopeFactorsOnARealModel).
 #include <gtest/gtest.h>
 
 #include <cmath>
