@@ -21,7 +21,8 @@ void Engine::stream_read(const std::vector<TokenId>& tokens) {
   std::vector<TokenId> part;
   part.reserve(tokens.size());
   if (stream_held_ >= 0) part.push_back(stream_held_);
-  part.insert(part.end(), tokens.begin(), tokens.end() - 1);
+  // All but the last token (an index loop: GCC 12's -Warray-bounds misreads the range insert).
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) part.push_back(tokens[i]);
   stream_held_ = tokens.back();
   // Room for the catalyst is always kept: how much more will come is unknown.
   if (!part.empty()) pot_->read(part, stream_held_, pot_->options().capacity);
