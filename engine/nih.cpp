@@ -25,8 +25,25 @@ const char* const kFiller = "The grass is green. The sky is blue. The sun is yel
 // the pass key?" tends to explain what a pass key is instead (docs/results.md).
 const char* const kQuestion = "What is the pass key? Answer with the number only.";
 
-std::string needle(const std::string& key) {
-  return "The pass key is " + key + ". Remember it. " + key + " is the pass key.";
+const char* const kNeedle = "The pass key is {key}. Remember it. {key} is the pass key.";
+
+std::string needle(const std::string& key) { return needle(kNeedle, key); }
+
+std::string needle(const std::string& sentence, const std::string& key) {
+  static const std::string slot = "{key}";
+  std::string out;
+  size_t from = 0;
+  for (size_t at; (at = sentence.find(slot, from)) != std::string::npos; from = at + slot.size())
+    out += sentence.substr(from, at - from) + key;
+  return out + sentence.substr(from);
+}
+
+void check_needle(const std::string& sentence) {
+  if (sentence.find("{key}") == std::string::npos)
+    throw std::invalid_argument("--needle must say where the key goes with {key} (e.g. --needle \"The vault code is "
+                                "{key}.\"), got '" + sentence + "'");
+  if (text::trim(needle(sentence, "")).empty())
+    throw std::invalid_argument("--needle needs words around {key}, got '" + sentence + "'");
 }
 
 using namespace text;

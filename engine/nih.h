@@ -20,8 +20,14 @@ namespace infinipot::nih {
 extern const char* const kTaskLine;  // "There is an important info hidden inside a lot of irrelevant text. ..."
 extern const char* const kFiller;    // "The grass is green. The sky is blue. ..." (repeated)
 extern const char* const kQuestion;  // "What is the pass key? Answer with the number only." (after the document)
-// "The pass key is KEY. Remember it. KEY is the pass key."
+// The pass-key needle: kNeedle with every "{key}" replaced by the key
+// ("The pass key is KEY. Remember it. KEY is the pass key.").
+extern const char* const kNeedle;  // "The pass key is {key}. Remember it. {key} is the pass key."
 std::string needle(const std::string& key);
+// Another wording of it (nih --needle): `sentence` with every "{key}" replaced by the key.
+std::string needle(const std::string& sentence, const std::string& key);
+// Throws std::invalid_argument naming --needle unless `sentence` holds "{key}" and some text.
+void check_needle(const std::string& sentence);
 
 // The text a document is cut from. A haystack has a fixed opening (the passkey task line;
 // empty for prose) and a body text that is cycled as long as the length asks.
@@ -147,11 +153,19 @@ std::vector<double> parse_depths(const std::string& list, const std::string& fla
 std::vector<std::string> parse_names(const std::string& list, const std::string& flag);
 
 // What identifies a trial in the results: (task, config, haystack, length, depth, trial, seed).
+// `variant` is trial_variant's: "" for the task as it is.
 std::string trial_id(const std::string& config, const std::string& haystack, int length, double depth, int trial,
-                     uint64_t seed, const std::string& task = "passkey");
+                     uint64_t seed, const std::string& task = "passkey", const std::string& variant = "");
 std::string trial_id(const nlohmann::json& record);  // "" if the record lacks a field
 // A record's task: its "task" field; records written before there were tasks are passkey's.
 std::string record_task(const nlohmann::json& record);
+// What sets a trial apart from its task's usual form: another needle sentence (--needle) and
+// another question (--question; for tasks with a fixed question only), as text for the
+// tables ('needle "..."; question "..."'), "" when both are the task's own. Part of a trial's
+// identity, so a results file never resumes or tabulates one wording's trials as another's.
+std::string trial_variant(const std::string& task, const std::string& needle, const std::string& question);
+// The same from a record's "task", "needle" and "question" fields.
+std::string record_variant(const nlohmann::json& record);
 
 // The results file (JSON Lines, one record per trial).
 struct Results {

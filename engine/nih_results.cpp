@@ -22,9 +22,27 @@ using namespace text;
 // Results
 
 std::string trial_id(const std::string& config, const std::string& haystack, int length, double depth, int trial,
-                     uint64_t seed, const std::string& task) {
+                     uint64_t seed, const std::string& task, const std::string& variant) {
   return task + "\t" + config + "\t" + haystack + "\t" + std::to_string(length) + "\t" + fmt_g(depth) + "\t" +
-         std::to_string(trial) + "\t" + std::to_string(seed);
+         std::to_string(trial) + "\t" + std::to_string(seed) + (variant.empty() ? "" : "\t" + variant);
+}
+
+std::string trial_variant(const std::string& task, const std::string& needle, const std::string& question) {
+  const Task* t = task_or_null(task);
+  std::string v;
+  if (!needle.empty() && needle != kNeedle) v = "needle \"" + needle + "\"";
+  // A task whose question names the trial's values asks another question per trial anyway.
+  if (t && !t->fixed_question().empty() && !question.empty() && question != t->fixed_question())
+    v += (v.empty() ? "" : "; ") + std::string("question \"") + question + "\"";
+  return v;
+}
+
+std::string record_variant(const nlohmann::json& r) {
+  auto text = [&](const char* key) {
+    const auto it = r.find(key);
+    return it != r.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  return trial_variant(record_task(r), text("needle"), text("question"));
 }
 
 std::string record_task(const nlohmann::json& r) {
@@ -36,7 +54,8 @@ std::string trial_id(const nlohmann::json& r) {
   try {
     if (!r.is_object()) return "";
     return trial_id(r.at("config").get<std::string>(), r.at("haystack").get<std::string>(), r.at("length").get<int>(),
-                    r.at("depth").get<double>(), r.at("trial").get<int>(), r.at("seed").get<uint64_t>(), record_task(r));
+                    r.at("depth").get<double>(), r.at("trial").get<int>(), r.at("seed").get<uint64_t>(), record_task(r),
+                    record_variant(r));
   } catch (const nlohmann::json::exception&) {
     return "";
   }
@@ -130,10 +149,14 @@ struct Tally {
   double score_sum = 0;
 };
 
-// Tables are per (task, haystack): a group, keyed "task\thaystack".
+// Tables are per (task, variant, haystack): a group, keyed "task\tvariant\thaystack".
+struct Group {
+  std::string task, variant, haystack;
+};
+
 struct Summary {
   std::vector<std::string> groups;  // first-seen order
-  std::map<std::string, std::pair<std::string, std::string>> parts;  // group -> (task, haystack)
+  std::map<std::string, Group> parts;
   std::map<std::string, std::vector<std::string>> configs;  // per group, first-seen order
   std::map<std::string, std::set<int>> lengths;
   std::map<std::string, std::set<double>> depths;
@@ -145,11 +168,11 @@ struct Summary {
 Summary summarize(const std::vector<nlohmann::json>& records) {
   Summary s;
   for (const auto& r : latest_records(records)) {
-    const std::string task = record_task(r), hay = r["haystack"].get<std::string>();
-    const std::string g = task + "\t" + hay, config = r["config"].get<std::string>();
+    const std::string task = record_task(r), variant = record_variant(r), hay = r["haystack"].get<std::string>();
+    const std::string g = task + "\t" + variant + "\t" + hay, config = r["config"].get<std::string>();
     const int length = r["length"].get<int>();
     const double depth = r["depth"].get<double>();
-    if (!s.parts.count(g)) s.groups.push_back(g), s.parts[g] = {task, hay};
+    if (!s.parts.count(g)) s.groups.push_back(g), s.parts[g] = {task, variant, hay};
     auto& cs = s.configs[g];
     if (std::find(cs.begin(), cs.end(), config) == cs.end()) cs.push_back(config);
     s.lengths[g].insert(length);
@@ -246,9 +269,11 @@ std::string render_resources(const std::vector<nlohmann::json>& records) {
   return o.str() + "\n";
 }
 
-// The default task's tables keep their old titles ("### passkey: pass key found, ...").
-std::string title(const std::string& task, const std::string& hay) {
-  return task == kDefaultTask ? hay : task + " on " + hay;
+// The default task's tables keep their old titles ("### passkey: pass key found, ...");
+// a variant follows in parentheses ("### passkey (needle \"...\"): ...").
+std::string title(const Group& g) {
+  const std::string t = g.task == kDefaultTask ? g.haystack : g.task + " on " + g.haystack;
+  return g.variant.empty() ? t : t + " (" + g.variant + ")";
 }
 
 }  // namespace
@@ -258,12 +283,12 @@ std::string render_tables(const std::vector<nlohmann::json>& records) {
   if (s.groups.empty()) return "no results yet\n";
   std::ostringstream o;
   for (const std::string& g : s.groups) {
-    const auto& [task, hay] = s.parts.at(g);
-    const Task* info = task_or_null(task);
+    const Group& part = s.parts.at(g);
+    const Task* info = task_or_null(part.task);
     const bool with_score = info && info->rule() == Rule::All;
     const auto& lengths = s.lengths.at(g);
     const auto& depths = s.depths.at(g);
-    o << "### " << title(task, hay) << ": " << (info ? info->headline() : "found") << ", by length (tokens)\n\n| config |";
+    o << "### " << title(part) << ": " << (info ? info->headline() : "found") << ", by length (tokens)\n\n| config |";
     for (int l : lengths) o << " " << l << " |";
     o << " all |\n|---|";
     for (size_t i = 0; i <= lengths.size(); ++i) o << "---:|";
@@ -276,7 +301,7 @@ std::string render_tables(const std::vector<nlohmann::json>& records) {
       }
       o << " " << cell(s.by_config.at({g, c}), with_score) << " |\n";
     }
-    o << "\n### " << title(task, hay) << ": by depth\n\n| config | length |";
+    o << "\n### " << title(part) << ": by depth\n\n| config | length |";
     for (double d : depths) o << " " << fmt_g(d) << " |";
     o << "\n|---|---:|";
     for (size_t i = 0; i < depths.size(); ++i) o << "---:|";
@@ -301,7 +326,7 @@ nlohmann::json summary_json(const std::vector<nlohmann::json>& records) {
   const Summary s = summarize(records);
   nlohmann::json out = {{"haystacks", nlohmann::json::object()}, {"tasks", nlohmann::json::object()}};
   for (const std::string& g : s.groups) {
-    const auto& [task, hay] = s.parts.at(g);
+    const Group& part = s.parts.at(g);
     nlohmann::json h = {{"by_config", nlohmann::json::array()},
                         {"by_length", nlohmann::json::array()},
                         {"by_depth", nlohmann::json::array()}};
@@ -327,9 +352,11 @@ nlohmann::json summary_json(const std::vector<nlohmann::json>& records) {
         }
       }
     }
-    // "haystacks" is the default task's, as before there were tasks; "tasks" has them all.
-    if (task == kDefaultTask) out["haystacks"][hay] = h;
-    out["tasks"][task]["haystacks"][hay] = std::move(h);
+    // "haystacks" is the default task's, as before there were tasks; "tasks" has them all, a
+    // variant under its own key ('passkey (needle "...")').
+    if (part.task == kDefaultTask && part.variant.empty()) out["haystacks"][part.haystack] = h;
+    const std::string key = part.variant.empty() ? part.task : part.task + " (" + part.variant + ")";
+    out["tasks"][key]["haystacks"][part.haystack] = std::move(h);
   }
   return out;
 }

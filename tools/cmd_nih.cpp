@@ -30,11 +30,11 @@ struct NihOpts {
   std::string model, policies = "infinipot", lengths = "4096", depths = "0.1,0.5,0.9", haystacks;
   std::vector<std::string> haystack_files;  // NAME=FILE
   std::string tasks = nih::kDefaultTask;
-  std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question;
+  std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question, needle;
   int pot = 1024, keep = 0, trials = 5, n_predict = 0, full_max = 0, chunk = 0;  // n_predict 0: the task's
   uint64_t seed = 1;
-  bool table_only = false, json = false, n_given = false, question_given = false, share_prefix = true, pot_text = false,
-       needle_attention = false;
+  bool table_only = false, json = false, n_given = false, question_given = false, needle_given = false;
+  bool share_prefix = true, pot_text = false, needle_attention = false;
 };
 
 // Built-in prose haystacks: name -> file under data/.
@@ -95,6 +95,15 @@ void nih_command(const NihOpts& o) {
       if (o.question_given && t->fixed_question().empty())
         throw std::invalid_argument(std::string("--question does not apply to --task ") + t->name() +
                                     " (its question names the trial's keys); drop --question or that task");
+    if (o.question_given && o.question.find_first_not_of(" \t\r\n") == std::string::npos)
+      throw std::invalid_argument("--question is empty; give the question to ask, or drop --question for the task's own");
+    if (o.needle_given) {
+      for (const nih::Task* t : tasks)
+        if (!t->takes_needle())
+          throw std::invalid_argument(std::string("--needle rewords the pass key's needle; --task ") + t->name() +
+                                      " has needles of its own; drop --needle or that task");
+      nih::check_needle(o.needle);
+    }
     specs = nih::parse_policies(o.policies, o.pot, o.keep);
     lengths = nih::parse_lengths(o.lengths, "--lengths");
     depths = nih::parse_depths(o.depths, "--depths");
@@ -159,6 +168,7 @@ void nih_command(const NihOpts& o) {
     haystacks.push_back(nih::prose_haystack(n, text));
   }
   if (o.question_given) require_utf8(o.question, "--question");
+  if (!o.needle.empty()) require_utf8(o.needle, "--needle");
 
   nih::Results res = nih::load_results(o.out);
   for (const auto& w : res.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -181,6 +191,8 @@ void nih_command(const NihOpts& o) {
     }
 
   // The plan: every (task, haystack, length, depth, trial) document, the policies still to run on it.
+  // A trial asked in other words (--needle, --question) is another trial than the task's own.
+  auto variant = [&](const nih::Task& t) { return nih::trial_variant(t.name(), o.needle, o.question_given ? o.question : ""); };
   std::vector<Cell> cells;
   size_t pending = 0, already = 0;
   long long tokens_left = 0;
@@ -197,7 +209,7 @@ void nih_command(const NihOpts& o) {
             for (size_t p = 0; p < specs.size(); ++p) {
               if (specs[p].name == "full" && length > full_max) continue;
               if (res.done.count(nih::trial_id(specs[p].config(), haystacks[h].name, length, depth, trial, o.seed,
-                                               task->name()))) {
+                                               task->name(), variant(*task)))) {
                 ++already;
                 continue;
               }
@@ -243,7 +255,7 @@ void nih_command(const NihOpts& o) {
     std::vector<nih::Trial> trials;  // one per cell of the group
     for (size_t k = g0; k < g1; ++k) {
       const Cell& c = cells[k];
-      nih::Trial tr = c.task->make({o.seed, hay, c.length, c.depth, c.trial}, *builders[c.hay]);
+      nih::Trial tr = c.task->make({o.seed, hay, c.length, c.depth, c.trial, o.needle}, *builders[c.hay]);
       if (o.question_given) tr.question = o.question;
       if (std::abs(tr.doc.tokens - c.length) > std::max(1, c.length / 100) && warned_short.insert({c.hay, c.length}).second)
         progress.line("warning: " + hay + " documents of length " + std::to_string(c.length) + " have " +
@@ -311,6 +323,7 @@ void nih_command(const NihOpts& o) {
                             {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
                             {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
                             {"n_predict", n_predict}, {"question", tr.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
+        if (!o.needle.empty() && o.needle != nih::kNeedle) r["needle"] = o.needle;
         reset_peak_rss();
         const auto t0 = std::chrono::steady_clock::now();
         auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
@@ -442,6 +455,8 @@ void add_nih_command(CLI::App& app) {
           "", "non-negative"));
   sub->add_option("--question", o->question, std::string("The question asked after the document, for tasks whose "
                   "question names no trial value (passkey: \"") + nih::kQuestion + "\")");
+  sub->add_option("--needle", o->needle, std::string("The pass key's needle in other words, with {key} where the key "
+                  "goes (default: \"") + nih::kNeedle + "\"); trials and tables keep each wording apart");
   sub->add_option("--full-max", o->full_max, "Skip policy full above this many tokens (0: the model's training "
                   "context)")->capture_default_str();
   sub->add_option("--out", o->out, "Results, one JSON line per trial; trials already there are skipped")
@@ -462,6 +477,7 @@ void add_nih_command(CLI::App& app) {
   sub->callback([o, sub] {
     o->n_given = sub->count("-n") > 0;
     o->question_given = sub->count("--question") > 0;
+    o->needle_given = sub->count("--needle") > 0;
     nih_command(*o);
   });
 }

@@ -15,10 +15,14 @@ class PasskeyTask : public Task {
   Rule rule() const override { return Rule::First; }
   int default_n_predict() const override { return 16; }
   std::string fixed_question() const override { return kQuestion; }
+  bool takes_needle() const override { return true; }
   Trial make(const TrialSpec& t, DocumentBuilder& docs) const override {
-    // derive_key, not TrialRng: the keys of the existing results files.
+    // derive_key, not TrialRng: the keys of the existing results files (a reworded needle
+    // hides the same key).
     const std::string key = derive_key(t.seed, t.haystack, t.length, t.depth, t.trial);
-    return {docs.build(t.length, t.depth, key), kQuestion, {key}, key};
+    Document doc = docs.build(t.length, {{t.depth, t.needle.empty() ? needle(key) : needle(t.needle, key)}});
+    doc.key = key;
+    return {std::move(doc), kQuestion, {key}, key};
   }
 };
 

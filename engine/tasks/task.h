@@ -22,6 +22,7 @@ struct TrialSpec {
   int length = 0;  // tokens
   double depth = 0;
   int trial = 0;
+  std::string needle;  // another needle sentence with {key} (nih --needle; tasks that take_needle()); "" for the task's
 };
 
 // One trial: the document, the question asked after it and what a right answer contains.
@@ -66,6 +67,8 @@ class Task {
   // The question when it is the same for every trial ("" when it names the trial's keys):
   // only such a question may be replaced with --question.
   virtual std::string fixed_question() const { return ""; }
+  // Whether TrialSpec::needle may reword the task's needle (nih --needle).
+  virtual bool takes_needle() const { return false; }
   // The trial's document (cut from `docs`' haystack unless the task makes its own text),
   // question and references.
   virtual Trial make(const TrialSpec& t, DocumentBuilder& docs) const = 0;

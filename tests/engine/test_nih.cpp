@@ -77,6 +77,24 @@ TEST(NihScoring, FirstIntegerDecides) {
 // ---------------------------------------------------------------------------------------
 // Documents
 
+TEST(NihDocuments, NeedleSentencesPutTheKeyInEverySlot) {
+  EXPECT_EQ(needle("31415"), "The pass key is 31415. Remember it. 31415 is the pass key.");
+  EXPECT_EQ(needle(kNeedle, "31415"), needle("31415"));
+  EXPECT_EQ(needle("Code {key}, again {key}.", "7"), "Code 7, again 7.");
+  EXPECT_EQ(needle("{key}{key}", "12"), "1212");
+  EXPECT_EQ(needle("{ke} {key", "9"), "{ke} {key") << "only the whole slot";
+  EXPECT_NO_THROW(check_needle("The code is {key}."));
+  for (const char* bad : {"The code is 12345.", "", "{KEY} is the code", " {key} ", "{key}"}) {
+    SCOPED_TRACE(bad);
+    try {
+      check_needle(bad);
+      ADD_FAILURE() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("--needle"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(NihDocuments, ProseNormalisationKeepsParagraphs) {
   const Haystack h = prose_haystack("x", "  One line\r\nwrapped here.\r\n\r\n\r\n  Next   paragraph.\n");
   EXPECT_EQ(h.text, "One line wrapped here.\n\nNext paragraph.");

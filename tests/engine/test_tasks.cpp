@@ -195,6 +195,32 @@ TEST(Tasks, PasskeyTaskIsTheOldBenchmark) {
     EXPECT_EQ(p.score(a, {"12345"}).found, key_found(a, "12345")) << a;
 }
 
+// --needle: the same key and depth in other words; only the pass key's needle is reworded.
+TEST(Tasks, PasskeyNeedleInOtherWordsHidesTheSameKeyAtTheDepth) {
+  DocumentBuilder b(genesis(), test::tiny_token_counter());
+  const Task& p = find_task("passkey");
+  EXPECT_TRUE(p.takes_needle());
+  for (const auto& t : tasks())
+    if (std::string(t->name()) != "passkey") EXPECT_FALSE(t->takes_needle()) << t->name();
+  const std::string sentence = "Dr. Okafor locked the archive with code {key}; the code {key} opens it.";
+  for (double depth : {0.1, 0.5, 0.9}) {
+    SCOPED_TRACE(depth);
+    const Trial usual = p.make({1, "prose", 3000, depth, 1}, b);
+    const Trial other = p.make({1, "prose", 3000, depth, 1, sentence}, b);
+    const std::string key = derive_key(1, "prose", 3000, depth, 1);
+    EXPECT_EQ(other.references, std::vector<std::string>{key}) << "the same key in other words";
+    EXPECT_EQ(other.doc.key, key);
+    const std::string said = "Dr. Okafor locked the archive with code " + key + "; the code " + key + " opens it.";
+    EXPECT_EQ(occurrences(other.doc.text, said), 1u);
+    EXPECT_EQ(other.doc.text.find(said), other.doc.needle_at);
+    EXPECT_EQ(occurrences(other.doc.text, "pass key is"), 0u);
+    EXPECT_NEAR(other.doc.needle_depth, usual.doc.needle_depth, 0.02);
+    EXPECT_LE(std::abs(other.doc.tokens - 3000), 30);
+    EXPECT_EQ(other.question, kQuestion);
+    EXPECT_EQ(p.make({1, "prose", 3000, depth, 1, kNeedle}, b).doc.text, usual.doc.text) << "kNeedle is the usual one";
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Each task's structure, read back from its text
 
@@ -465,6 +491,42 @@ TEST(TaskResults, ResumeSkipsFinishedTrialsOfEachTaskOnly) {
   EXPECT_EQ(latest_records(r.records).size(), 3u) << "same trial numbers of different tasks are different trials";
 }
 
+// Another wording (--needle, --question) is another trial: never resumed as, or tabulated
+// with, the task's own; a question that names the trial's values is no variant.
+TEST(TaskResults, NeedleAndQuestionWordingsAreTrialsOfTheirOwn) {
+  EXPECT_EQ(trial_variant("passkey", "", ""), "");
+  EXPECT_EQ(trial_variant("passkey", kNeedle, kQuestion), "") << "the usual wording, given";
+  EXPECT_EQ(trial_variant("passkey", "Code {key}.", ""), "needle \"Code {key}.\"");
+  EXPECT_EQ(trial_variant("passkey", "", "Which number?"), "question \"Which number?\"");
+  EXPECT_EQ(trial_variant("passkey", "Code {key}.", "Which number?"), "needle \"Code {key}.\"; question \"Which number?\"");
+  EXPECT_EQ(trial_variant("niah_single", "", "What is the special magic number for lion?"), "")
+      << "niah_single asks a question per trial";
+
+  test::TempDir dir;
+  const std::string path = dir.file("r.jsonl");
+  nlohmann::json usual = record("passkey", 0, true), reworded = record("passkey", 1, false), asked = record("", 2, true);
+  usual["question"] = kQuestion;
+  reworded["needle"] = "Code {key}.";
+  asked["question"] = "Which number?";
+  for (const auto& r : {usual, reworded, asked}) append_result(path, r);
+  const Results res = load_results(path);
+  EXPECT_TRUE(res.done.count(trial_id("full", "passkey", 1024, 0.5, 0, 1)));
+  EXPECT_FALSE(res.done.count(trial_id("full", "passkey", 1024, 0.5, 1, 1))) << "trial 1 ran in other words only";
+  EXPECT_TRUE(res.done.count(trial_id("full", "passkey", 1024, 0.5, 1, 1, "passkey", "needle \"Code {key}.\"")));
+  EXPECT_FALSE(res.done.count(trial_id("full", "passkey", 1024, 0.5, 2, 1)));
+  EXPECT_TRUE(res.done.count(trial_id("full", "passkey", 1024, 0.5, 2, 1, "passkey", "question \"Which number?\"")));
+
+  const std::string t = render_tables(res.records);
+  EXPECT_NE(t.find("### passkey: pass key found, by length (tokens)\n\n| config | 1024 | all |\n|---|---:|---:|\n"
+                   "| full | 1/1 (100%) | 1/1 (100%) |\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("### passkey (needle \"Code {key}.\"): pass key found, by length (tokens)\n\n| config | 1024 | all "
+                   "|\n|---|---:|---:|\n| full | 0/1 (0%) | 0/1 (0%) |\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("### passkey (question \"Which number?\"): by depth"), std::string::npos) << t;
+  const nlohmann::json s = summary_json(res.records);
+  EXPECT_EQ(s["haystacks"]["passkey"]["by_config"][0]["total"], 1) << "the usual wording's only";
+  EXPECT_EQ(s["tasks"]["passkey (needle \"Code {key}.\")"]["haystacks"]["passkey"]["by_config"][0]["found"], 0);
+}
+
 TEST(TaskResults, TablesGroupByTaskAndShowTheScoreOfAllOfTasks) {
   std::vector<nlohmann::json> rs = {record("", 0, true), record("passkey", 1, false),
                                     record("niah_multivalue", 0, true, 1.0), record("niah_multivalue", 1, false, 0.5),
@@ -501,6 +563,46 @@ TEST(TaskCli, UnknownTaskAndMisplacedQuestionAreUsageErrors) {
   EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "-m", model, "--task", "vt,,cwe"}), {"--task"}, 2, kQuick));
   EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "-m", model, "--task", "niah_single", "--question", "Q?"}),
                                   {"--question", "niah_single"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "-m", model, "--task", "passkey,vt", "--needle",
+                                                       "The code is {key}."}),
+                                  {"--needle", "vt"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "-m", model, "--needle", "The code is 12345."}),
+                                  {"--needle", "{key}"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "-m", model, "--needle", " {key} "}),
+                                  {"--needle", "words"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "-m", model, "--needle", ""}), {"--needle", "{key}"}, 2,
+                                  kQuick));
+  EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih", "-m", model, "--question", " "}), {"--question", "empty"}, 2,
+                                  kQuick));
+}
+
+// --needle end to end on the tiny model: the records carry the wording, and the usual
+// wording's trials are not taken as done by it (nor the other way round).
+TEST(TaskCli, ANeedleInOtherWordsRunsAsTrialsOfItsOwn) {
+  test::TempDir dir;
+  TinyLlamaOptions o;
+  o.n_ctx = 2048;
+  const std::string model = dir.file("tiny.gguf"), out = dir.file("r.jsonl");
+  write_tiny_llama(model, o);
+  const std::vector<std::string> usual = {"nih", "-m", model, "--lengths", "600", "--depths", "0.5",
+                                          "--trials", "1", "--policy", "full", "-n", "2", "--out", out};
+  std::vector<std::string> reworded = usual;
+  reworded.insert(reworded.end(), {"--needle", "The vault opens with {key}."});
+  auto r = test::run_infinipot(reworded, {{}, 300});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  EXPECT_NE(r.err.find("1 trials to run, 0 already"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("### passkey (needle \"The vault opens with {key}.\"): pass key found"), std::string::npos) << r.out;
+  r = test::run_infinipot(usual, {{}, 300});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  EXPECT_NE(r.err.find("1 trials to run, 0 already"), std::string::npos) << "another wording's trial is not this one's\n" << r.err;
+  r = test::run_infinipot(reworded, {{}, 120});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  EXPECT_NE(r.err.find("0 trials to run, 1 already"), std::string::npos) << r.err;
+  const Results res = load_results(out);
+  ASSERT_EQ(res.records.size(), 2u);
+  EXPECT_EQ(res.records[0].at("needle"), "The vault opens with {key}.");
+  EXPECT_FALSE(res.records[1].contains("needle")) << "the usual wording's records stay as they were";
+  EXPECT_EQ(res.records[0].at("key"), res.records[1].at("key")) << "the same key in other words";
 }
 
 // One tiny trial of every task through the real binary on a random-weight model: the
