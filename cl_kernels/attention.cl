@@ -248,75 +248,106 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
 }
 #endif
 
-// The same attention with one work-item per (query row, query head) and the head's vectors
-// handled 16 floats at a time in explicit float16 arithmetic (-D VEC16; needs HEAD_DIM % 16
-// == 0). Keys go in blocks of 16: the block's 16 scores form one vector, so the running max,
-// the exps and the sum are vector operations, and each value row is added into the output
-// 16 lanes at a time. Work-items share nothing, so a CPU device runs each as a plain loop
-// over wide registers (the way gemm_packed runs) instead of vectorising across work-items
-// through per-work-item arrays, which is what limits attention_tiled there.
-// Launch: global (n, n_heads), any local size.
+// The same attention with one work-item per (VEC_ROWS query rows, query head) and the head's
+// vectors handled 16 floats at a time in explicit float16 arithmetic (-D VEC16; needs HEAD_DIM
+// % 16 == 0). Keys go in blocks of 16: the block's 16 scores of a row form one vector, so the
+// running max, the exps and the sum are vector operations, and each value row is added into
+// the output 16 lanes at a time. Each key and value row is loaded once for the work-item's
+// VEC_ROWS rows (-D VEC_ROWS, default 1): once the context outgrows the caches, these loads
+// are what long prefill waits on. Work-items share nothing, so a CPU device runs each as a
+// plain loop over wide registers (the way gemm_packed runs) instead of vectorising across
+// work-items through per-work-item arrays, which is what limits attention_tiled there.
+// Launch: global (ceil(n / VEC_ROWS), n_heads), any local size.
 #ifdef VEC16
 #define C16 (HEAD_DIM / 16)
+#ifndef VEC_ROWS
+#define VEC_ROWS 1
+#endif
 #ifdef KV_HALF
 #define KV_LOAD16(i, p) vload_half16((i), (p))
 #else
 #define KV_LOAD16(i, p) vload16((i), (p))
 #endif
+
+inline float sum16(const float16 v) {
+  const float8 v8 = v.lo + v.hi;
+  const float4 v4 = v8.lo + v8.hi;
+  return (v4.x + v4.y) + (v4.z + v4.w);
+}
+
 __kernel void attention_vec16(__global const float* q, const int ldq, __global const kv_t* k_cache,
                               __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                               const float scale, __global float* out, const int ldo, __global float* lse,
                               const int n_heads, const int window) {
-  const int i = get_global_id(0);
+  const int i0 = get_global_id(0) * VEC_ROWS;
   const int head = get_global_id(1);
-  if (i >= n) return;
+  if (i0 >= n) return;
+  const int rows = min(VEC_ROWS, n - i0);  // the last work-item may hold fewer rows
   const int g = head / GROUP;
-  __global const float* qr = q + (size_t)i * ldq + head * HEAD_DIM;
-  float16 qv[C16], acc[C16];
-  for (int c = 0; c < C16; ++c) {
-    qv[c] = vload16(c, qr) * scale;
-    acc[c] = (float16)(0.0f);
+  float16 qv[VEC_ROWS][C16], acc[VEC_ROWS][C16];
+  float m[VEC_ROWS], s[VEC_ROWS];
+  for (int r = 0; r < VEC_ROWS; ++r) {
+    __global const float* qr = q + (size_t)(i0 + min(r, rows - 1)) * ldq + head * HEAD_DIM;
+    for (int c = 0; c < C16; ++c) {
+      qv[r][c] = vload16(c, qr) * scale;
+      acc[r][c] = (float16)(0.0f);
+    }
+    m[r] = -INFINITY;
+    s[r] = 0.0f;
   }
-  float m = -INFINITY, s = 0.0f;
-  const int limit = n_past + i;
-  const int first = max(0, limit - window + 1);
+  const int last = n_past + i0 + rows - 1;            // the last slot any row sees
+  const int start = max(0, n_past + i0 - window + 1);  // the first slot any row sees
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
-  for (int j0 = first; j0 <= limit; j0 += 16) {
-    const int jn = min(16, limit - j0 + 1);  // keys of this block the row sees
-    float sc[16];
+  for (int j0 = start; j0 <= last; j0 += 16) {
+    const int jn = min(16, last - j0 + 1);  // keys of this block some row sees
+    float sc[VEC_ROWS][16];
     for (int jj = 0; jj < 16; ++jj) {
       if (jj < jn) {
-        __global const kv_t* kr = kb + (size_t)(j0 + jj) * HEAD_DIM;
-        float16 t = qv[0] * KV_LOAD16(0, kr);
-        for (int c = 1; c < C16; ++c) t = fma(qv[c], KV_LOAD16(c, kr), t);
-        const float8 t8 = t.lo + t.hi;
-        const float4 t4 = t8.lo + t8.hi;
-        sc[jj] = (t4.x + t4.y) + (t4.z + t4.w);
+        const int j = j0 + jj;
+        __global const kv_t* kr = kb + (size_t)j * HEAD_DIM;
+        float16 t[VEC_ROWS];
+        const float16 k0 = KV_LOAD16(0, kr);
+        for (int r = 0; r < VEC_ROWS; ++r) t[r] = qv[r][0] * k0;
+        for (int c = 1; c < C16; ++c) {
+          const float16 kc = KV_LOAD16(c, kr);
+          for (int r = 0; r < VEC_ROWS; ++r) t[r] = fma(qv[r][c], kc, t[r]);
+        }
+        for (int r = 0; r < VEC_ROWS; ++r) {
+          const int limit = n_past + i0 + r;  // row r sees slots (limit - window, limit]
+          sc[r][jj] = j <= limit && j > limit - window ? sum16(t[r]) : -INFINITY;
+        }
       } else {
-        sc[jj] = -INFINITY;
+        for (int r = 0; r < VEC_ROWS; ++r) sc[r][jj] = -INFINITY;
       }
     }
-    const float16 sv = vload16(0, sc);
-    const float8 m8 = fmax(sv.lo, sv.hi);
-    const float4 m4 = fmax(m8.lo, m8.hi);
-    const float m_new = fmax(m, fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w)));
-    const float corr = exp(m - m_new);
-    const float16 p = exp(sv - m_new);
-    const float8 p8 = p.lo + p.hi;
-    const float4 p4 = p8.lo + p8.hi;
-    s = s * corr + ((p4.x + p4.y) + (p4.z + p4.w));
-    m = m_new;
-    vstore16(p, 0, sc);
-    for (int c = 0; c < C16; ++c) {
-      float16 a = acc[c] * corr;
-      for (int jj = 0; jj < jn; ++jj) a = fma((float16)(sc[jj]), KV_LOAD16(c, vb + (size_t)(j0 + jj) * HEAD_DIM), a);
-      acc[c] = a;
+    for (int r = 0; r < VEC_ROWS; ++r) {
+      const float16 sv = vload16(0, sc[r]);
+      const float8 m8 = fmax(sv.lo, sv.hi);
+      const float4 m4 = fmax(m8.lo, m8.hi);
+      const float m_new = fmax(m[r], fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w)));
+      if (m_new == -INFINITY) {  // the row has seen no key yet (its window starts later)
+        vstore16((float16)(0.0f), 0, sc[r]);
+        continue;
+      }
+      const float corr = exp(m[r] - m_new);
+      const float16 p = exp(sv - m_new);
+      s[r] = s[r] * corr + sum16(p);
+      m[r] = m_new;
+      vstore16(p, 0, sc[r]);
+      for (int c = 0; c < C16; ++c) acc[r][c] *= corr;
     }
+    for (int c = 0; c < C16; ++c)
+      for (int jj = 0; jj < jn; ++jj) {
+        const float16 vv = KV_LOAD16(c, vb + (size_t)(j0 + jj) * HEAD_DIM);
+        for (int r = 0; r < VEC_ROWS; ++r) acc[r][c] = fma((float16)(sc[r][jj]), vv, acc[r][c]);
+      }
   }
-  const float inv = 1.0f / s;
-  __global float* o = out + (size_t)i * ldo + head * HEAD_DIM;
-  for (int c = 0; c < C16; ++c) vstore16(acc[c] * inv, c, o);
-  lse[(size_t)i * n_heads + head] = m + log(s);
+  for (int r = 0; r < rows; ++r) {
+    const float inv = 1.0f / s[r];
+    __global float* o = out + (size_t)(i0 + r) * ldo + head * HEAD_DIM;
+    for (int c = 0; c < C16; ++c) vstore16(acc[r][c] * inv, c, o);
+    lse[(size_t)(i0 + r) * n_heads + head] = m[r] + log(s[r]);
+  }
 }
 #endif

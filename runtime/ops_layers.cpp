@@ -132,9 +132,17 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
   const float scale = score_scale(s);
   const int window = window_arg(s);
   if (c.tuning().attention_vec16 && n > 1 && s.head_dim % 16 == 0) {
-    c.kernel("kv_format.cl+attention.cl", "attention_vec16", attention_options(s) + " -DVEC16")
+    // Query rows per work-item. "auto": one per 64 floats of head. A 64-float head keeps its
+    // query and accumulator in registers, and a second row would spill them; a 256-float head
+    // (Gemma 3) spills anyway, so its rows share each key and value load instead (PoCL, 2-core
+    // AVX2 EPYC, Gemma 3 270M over 8.7K tokens: attention 35.6 s with 1 row, 25.6 s with 4;
+    // SmolLM2 over 6.3K: 45.8 s with 1, 44.0 with 2, 50.7 with 4; docs/benchmarks.md).
+    const int tuned = c.tuning().attention_vec16_rows;
+    const int rows = tuned > 0 ? tuned : std::max(1, s.head_dim / 64);
+    c.kernel("kv_format.cl+attention.cl", "attention_vec16",
+             attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
-        .launch(c.queue(), {size_t(n), size_t(s.n_heads)});
+        .launch(c.queue(), {size_t((n + rows - 1) / rows), size_t(s.n_heads)});
     return;
   }
   const int rows = c.tuning().attention_tile_rows;

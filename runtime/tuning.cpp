@@ -43,6 +43,14 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
     else
       throw ClError("platforms/tuning.json: 'gemm_tile_rows' must be 4, 8 or \"auto\", got " + v.dump());
   }
+  if (j.contains("attention_vec16_rows")) {
+    const auto& v = j["attention_vec16_rows"];
+    if (v == "auto") t.attention_vec16_rows = 0;
+    else if (v.is_number_integer() && v.get<long long>() >= 1 && v.get<long long>() <= 64) t.attention_vec16_rows = v.get<int>();
+    else
+      throw ClError("platforms/tuning.json: 'attention_vec16_rows' must be a whole number in [1, 64] or \"auto\", got " +
+                    v.dump());
+  }
   for (const char* k : {"matvec_local", "norm_local", "attention_tile_rows", "attention_key_tile",
                         "attention_decode_split", "prefill_chunk"})
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
@@ -74,13 +82,14 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
 
 }  // namespace
 
-const char* const kTuningKeys[11] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_vec16",
-                                     "attention_tile_rows", "attention_key_tile", "attention_decode_split", "matvec_int8", "matvec_fusion", "matvec_local", "norm_local"};
+const char* const kTuningKeys[12] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_vec16",
+                                     "attention_vec16_rows", "attention_tile_rows", "attention_key_tile", "attention_decode_split", "matvec_int8", "matvec_fusion", "matvec_local", "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
           {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"attention_vec16", attention_vec16},
+          {"attention_vec16_rows", attention_vec16_rows > 0 ? nlohmann::json(attention_vec16_rows) : nlohmann::json("auto")},
           {"attention_decode_split", attention_decode_split},
           {"prefill_chunk", prefill_chunk}};
 }

@@ -26,6 +26,9 @@ struct Tuning {
   // Prefill attention runs attention_vec16 (a work-item per row and query head, float16
   // arithmetic; heads of a multiple of 16 floats) instead of attention_tiled / attention.
   bool attention_vec16 = false;
+  // Query rows per attention_vec16 work-item: each key and value is loaded once for them all.
+  // 0 ("auto" in the file): head_dim / 64, at least 1 (attention_vec16_rows_for).
+  int attention_vec16_rows = 0;
   // Decode attention: work-items per KV head sharing the cache's keys (attention_decode_split);
   // 1 = one work-item walks them all (what a CPU device runs best; a GPU idles on it).
   int attention_decode_split = 0;
@@ -40,7 +43,7 @@ struct Tuning {
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[11];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[12];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

@@ -43,6 +43,7 @@ struct Case {
 const Case kCases[] = {
     {2, 2, 16, 0, 1},  {2, 2, 64, 0, 7},   {6, 2, 64, 0, 7},        {6, 2, 64, 23, 1},     {3, 1, 16, 23, 7},
     {4, 4, 64, 40, 5}, {9, 3, 16, 11, 13}, {6, 2, 64, 23, 7, 12.0f}, {3, 1, 16, 40, 5, 12.0f},
+    {4, 1, 256, 37, 9},  // a chunk of Gemma 3's 256-float heads
     // Decode rows: a long cache (many keys per item of a split), Gemma 3's 256-float heads (four
     // 64-float slices in the split's merge), a 20-float head (a slice of 5 float4s).
     {9, 3, 64, 300, 1}, {4, 1, 256, 150, 1}, {2, 1, 20, 57, 1, 12.0f},
@@ -69,14 +70,21 @@ std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
 // Every attention variant, each in a context tuned to run it: the untiled kernel (1 row per
 // work-item), the tiled one with the default tile and a small one whose tile boundaries fall
 // inside the test cases, and vec16 (a work-item per row and head; its 16-key blocks end
-// inside the cases too).
+// inside the cases too), also with 3 and 4 rows per work-item (the last work-item of a chunk
+// holds fewer rows, and the rows of one work-item see different keys).
 std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_variants() {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
   variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
   variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
                                          "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
-  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true, "
+                                                                      "\"attention_vec16_rows\": 1"));
+  variants.emplace_back("vec16 auto", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  for (int rows : {3, 4})
+    variants.emplace_back("vec16 rows " + std::to_string(rows),
+                          testing_support::context_with_tuning("\"attention_vec16\": true, \"attention_vec16_rows\": " +
+                                                               std::to_string(rows)));
   // Decode rows (n == 1) split over 7 (not a power of two) and 64 items per KV head.
   variants.emplace_back("decode split 7", testing_support::context_with_tuning("\"attention_decode_split\": 7"));
   variants.emplace_back("decode split 64", testing_support::context_with_tuning("\"attention_decode_split\": 64"));
