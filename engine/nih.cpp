@@ -145,8 +145,8 @@ DocumentBuilder::Cut DocumentBuilder::cut_for(int body_tokens, int tolerance) {
 
 int DocumentBuilder::tokens(const std::string& text) { return count(text); }
 
-Document DocumentBuilder::build(int target_tokens, double depth, const std::string& key) {
-  Document d = build(target_tokens, {{depth, needle(key)}});
+Document DocumentBuilder::build(int target_tokens, double depth, const std::string& key, const std::string& sentence) {
+  Document d = build(target_tokens, {{depth, needle(sentence, key)}});
   d.key = key;
   return d;
 }

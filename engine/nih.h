@@ -67,9 +67,10 @@ struct Insert {
 class DocumentBuilder {
  public:
   DocumentBuilder(Haystack haystack, CountTokens count);
-  // The haystack cut to about target_tokens with the needle for `key` inserted at the
-  // sentence boundary nearest `depth` (0: right after the opening, 1: at the end).
-  Document build(int target_tokens, double depth, const std::string& key);
+  // The haystack cut to about target_tokens with the needle for `key` (`sentence` with every
+  // "{key}" replaced) inserted at the sentence boundary nearest `depth` (0: right after the
+  // opening, 1: at the end).
+  Document build(int target_tokens, double depth, const std::string& key, const std::string& sentence = kNeedle);
   // The same with any needles, each at the sentence boundary nearest its depth; needles that
   // meet at one boundary keep the order given. needle_at/needle_depth are the first one's.
   Document build(int target_tokens, const std::vector<Insert>& inserts);

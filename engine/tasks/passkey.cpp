@@ -20,9 +20,7 @@ class PasskeyTask : public Task {
     // derive_key, not TrialRng: the keys of the existing results files (a reworded needle
     // hides the same key).
     const std::string key = derive_key(t.seed, t.haystack, t.length, t.depth, t.trial);
-    Document doc = docs.build(t.length, {{t.depth, t.needle.empty() ? needle(key) : needle(t.needle, key)}});
-    doc.key = key;
-    return {std::move(doc), kQuestion, {key}, key};
+    return {docs.build(t.length, t.depth, key, t.needle.empty() ? kNeedle : t.needle), kQuestion, {key}, key};
   }
 };
 
