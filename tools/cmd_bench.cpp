@@ -24,13 +24,15 @@
 
 namespace infinipot::cli {
 nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m);  // tools/bench_gemm.cpp
+nlohmann::json bench_attention(const std::string& device, int reps, int n_heads, int n_kv_heads, int head_dim,
+                               int chunk, const std::vector<int>& pasts);  // tools/bench_attention.cpp
 namespace {
 
 struct BenchOpts {
   std::string model, ctx = "4096", policies = "infinipot", pots = "1024", caps, haystack, device, kv_type = "auto";
   std::string out, llama_dir;
   int n_predict = 32, reps = 1, chunk = 0, threads = 0;
-  bool json = false, warmup = true, gemm = false;
+  bool json = false, warmup = true, gemm = false, attention = false;
 };
 
 struct Stat {
@@ -241,11 +243,23 @@ void print_table(const std::vector<nlohmann::json>& rows) {
   }
 }
 
+// --out: the rows as one JSON list (written whole, so a failed write is an error, not a
+// truncated file).
+void write_out(const BenchOpts& o, const nlohmann::json& rows) {
+  if (o.out.empty()) return;
+  FILE* f = std::fopen(o.out.c_str(), "w");
+  if (!f) throw std::invalid_argument("cannot write --out '" + o.out + "'");
+  const std::string dump = rows.dump(1) + "\n";
+  const bool ok = std::fwrite(dump.data(), 1, dump.size(), f) == dump.size();
+  if (std::fclose(f) != 0 || !ok) throw std::runtime_error("writing --out '" + o.out + "' failed");
+}
+
 // --gemm: the GEMM backends on this device instead of the sweep.
 void bench_gemm_only(const BenchOpts& o) {
   Engine engine(engine_options(o.model, o.device, "", o.chunk, o.kv_type));
   engine.prepare(64);
   const nlohmann::json rows = bench_gemm(engine.context(), o.reps, 512);
+  write_out(o, rows);
   if (o.json) {
     std::cout << rows.dump(1) << std::endl;
     return;
@@ -257,9 +271,32 @@ void bench_gemm_only(const BenchOpts& o) {
                 g["n"].get<int>(), g["k"].get<int>(), g["gflops"].get<double>());
 }
 
+// --attention: the prefill attention variants on this device, at the model's head shape.
+void bench_attention_only(const BenchOpts& o) {
+  Engine engine(engine_options(o.model, o.device, "", o.chunk, o.kv_type));  // the model's shape only
+  const auto& cfg = engine.config();
+  const int chunk = o.chunk > 0 ? o.chunk : 512;
+  const std::vector<int> pasts = nih::parse_lengths(o.ctx, "--ctx");
+  const nlohmann::json rows =
+      bench_attention(o.device, o.reps, cfg.n_head, cfg.n_head_kv, cfg.head_dim, chunk, pasts);
+  write_out(o, rows);
+  if (o.json) {
+    std::cout << rows.dump(1) << std::endl;
+    return;
+  }
+  std::printf("Prefill attention on %s: %d query rows after n_past cached entries, %d/%d heads of %d (median of %d)\n"
+              "| variant      | n_past |  seconds | GFLOP/s |\n| ------------ | -----: | -------: | ------: |\n",
+              rows.empty() ? "" : rows[0]["device"].get<std::string>().c_str(), chunk, cfg.n_head, cfg.n_head_kv, cfg.head_dim, o.reps);
+  for (const auto& r : rows)
+    std::printf("| %-12s | %6d | %8.4f | %7.2f |\n", r["variant"].get<std::string>().c_str(), r["n_past"].get<int>(),
+                r["seconds"].get<double>(), r["gflops"].get<double>());
+}
+
 void bench(const BenchOpts& o) {
   if (o.reps < 1) throw CLI::ValidationError("-r/--reps must be at least 1, got " + std::to_string(o.reps));
+  if (o.gemm && o.attention) throw CLI::ValidationError("--gemm and --attention each replace the sweep; give one");
   if (o.gemm) return bench_gemm_only(o);
+  if (o.attention) return bench_attention_only(o);
   if (o.n_predict < 2) throw CLI::ValidationError("-n must be at least 2 (decode speed needs two tokens), got " + std::to_string(o.n_predict));
   std::vector<int> ctxs;
   std::vector<int> pots;
@@ -363,13 +400,7 @@ void bench(const BenchOpts& o) {
   }
   progress.done();
   const nlohmann::json all(rows);
-  if (!o.out.empty()) {
-    FILE* f = std::fopen(o.out.c_str(), "w");
-    if (!f) throw std::invalid_argument("cannot write --out '" + o.out + "'");
-    const std::string dump = all.dump(1) + "\n";
-    const bool ok = std::fwrite(dump.data(), 1, dump.size(), f) == dump.size();
-    if (std::fclose(f) != 0 || !ok) throw std::runtime_error("writing --out '" + o.out + "' failed");
-  }
+  write_out(o, all);
   if (o.json) std::cout << all.dump(1) << std::endl;
   else print_table(rows);
 }
@@ -398,6 +429,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--threads", o->threads, "llama.cpp threads (default: all cores, as PoCL uses)")->check(CLI::Range(1, 1024));
   sub->add_option("--out", o->out, "Also write the rows (JSON) to this file");
   sub->add_flag("!--no-warmup", o->warmup, "Skip the warm-up run that compiles the kernels first");
+  sub->add_flag("--attention", o->attention,
+                "Instead of the sweep: GFLOP/s of the prefill attention variants at the model's heads, a chunk of "
+                "rows (--chunk, default 512) after each --ctx cached entries (e.g. --ctx 512,1024,4096)");
   sub->add_flag("--gemm", o->gemm, "Instead of the sweep: GFLOP/s of the GEMM backends (packed, CLBlast) on the "
                                    "model's prefill shapes");
   sub->add_flag("--json", o->json, "Print the rows as one JSON list instead of the table");

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,34 @@ TEST_F(Bench, UsageErrorsNameTheFlag) {
   EXPECT_TRUE(test::fails_cleanly(bench({"--vs-llama-cpp", dir_.file("nowhere")}, kQuick),
                                   {"--vs-llama-cpp", "llama-bench", "build-llama-cpp.sh"}, 1, kQuick));
   EXPECT_TRUE(test::fails_cleanly(bench({"--haystack", dir_.file("missing.txt")}, kQuick), {"missing.txt"}, 1, kQuick));
+}
+
+// --attention: one row per variant and cache length, at the model's heads; the rates are
+// what the flops and seconds say.
+TEST_F(Bench, AttentionTimesEveryVariantAtTheModelsHeads) {
+  const std::string out = dir_.file("attention.json");
+  const json rows = bench_json({"--attention", "--ctx", "16,64", "--chunk", "24", "-r", "2", "--out", out});
+  ASSERT_EQ(rows.size(), 10u) << rows.dump(1);  // vec16 with 1, 2, 4 rows, tiled, untiled x 2 lengths
+  std::ifstream written(out);
+  ASSERT_TRUE(written) << "--out " << out << " was not written";
+  EXPECT_EQ(json::parse(written), rows);
+  std::set<std::string> variants;
+  for (const auto& r : rows) {
+    variants.insert(r["variant"].get<std::string>());
+    EXPECT_EQ(r["n_heads"], 4);
+    EXPECT_EQ(r["n_kv_heads"], 2);
+    EXPECT_EQ(r["head_dim"], 16);
+    EXPECT_EQ(r["rows"], 24);
+    EXPECT_TRUE(r["n_past"] == 16 || r["n_past"] == 64) << r.dump();
+    const double s = r["seconds"], n_past = r["n_past"];
+    ASSERT_GT(s, 0.0);
+    // Causal keys of 24 rows after n_past entries, 2 products of 16 multiply-adds per head.
+    const double flops = 4.0 * (24 * n_past + 24 * 25 / 2.0) * 4 * 16;
+    EXPECT_NEAR(r["gflops"].get<double>(), flops / s / 1e9, 1e-6 * flops / s / 1e9);
+    EXPECT_TRUE(r["tuning"].is_object() && !r["tuning"].empty());
+  }
+  EXPECT_EQ(variants, (std::set<std::string>{"vec16 rows 1", "vec16 rows 2", "vec16 rows 4", "tiled 16x32", "untiled"}));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--attention", "--gemm"}, kQuick), {"--gemm", "--attention"}, 2, kQuick));
 }
 
 // Runs `infinipot args` with stderr on a pseudo-terminal (stdout to /dev/null); what the
