@@ -132,13 +132,15 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
   const float scale = score_scale(s);
   const int window = window_arg(s);
   if (c.tuning().attention_vec16 && n > 1 && s.head_dim % 16 == 0) {
-    // Query rows per work-item. "auto": one per 64 floats of head. A 64-float head keeps its
-    // query and accumulator in registers, and a second row would spill them; a 256-float head
-    // (Gemma 3) spills anyway, so its rows share each key and value load instead (PoCL, 2-core
-    // AVX2 EPYC, Gemma 3 270M over 8.7K tokens: attention 35.6 s with 1 row, 25.6 s with 4;
-    // SmolLM2 over 6.3K: 45.8 s with 1, 44.0 with 2, 50.7 with 4; docs/benchmarks.md).
+    // Query rows per work-item. "auto": two, which share each key and value load. On PoCL
+    // (2-core AVX2 EPYC) two rows ran fastest on both head sizes we run, though a 64-float
+    // head then spills its query and accumulator: SmolLM2 (64) 3-5% less attention time than
+    // one row through the pot, 4% over a 6.3K full cache; Gemma 3 (256) 35% less than four
+    // rows over 3.3K tokens (its 512-key window layers), 7% over 8.7K (docs/benchmarks.md,
+    // `bench --attention`). Each row's sums keep their order, so on layers without a window
+    // the rows per item change no bit of the output.
     const int tuned = c.tuning().attention_vec16_rows;
-    const int rows = tuned > 0 ? tuned : std::max(1, s.head_dim / 64);
+    const int rows = tuned > 0 ? tuned : 2;
     c.kernel("kv_format.cl+attention.cl", "attention_vec16",
              attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)

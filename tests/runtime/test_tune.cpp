@@ -84,7 +84,7 @@ TEST(Tuning, GemmTileRowsAutoFollowsTheNativeVectorWidth) {
   }
 }
 
-// attention_vec16_rows: "auto" (0, resolved per head size at launch) or a row count in [1, 64];
+// attention_vec16_rows: "auto" (0, resolved at launch) or a row count in [1, 64];
 // written back as it was read.
 TEST(Tuning, AttentionVec16RowsAreAutoOrACount) {
   const cl::DeviceInfo dev{};
