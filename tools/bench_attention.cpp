@@ -1,11 +1,10 @@
 // `infinipot bench --attention`: GFLOP/s of the prefill attention variants on this device, at
 // the shapes long prefill runs: a chunk of query rows against a cache of `n_past` earlier
 // entries (through the pot: up to pot + chunk keys; with a full cache: the whole document so
-// far). Each variant runs in a context whose tuning selects it, so the figures say which
+// far), K and V in fp32. Each variant runs in a context whose tuning selects it, so the figures say which
 // variant `platforms/tuning.json` should name for this device.
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -32,7 +31,6 @@ double attention_flops(int n_heads, int head_dim, int n_past, int n) {
   const double keys = double(n) * n_past + double(n) * (n + 1) / 2;  // keys seen, summed over rows
   return 2.0 * 2.0 * keys * n_heads * head_dim;
 }
-}  // namespace
 
 // Variants by their tuning values (the inside of a JSON object, as platforms/tuning.json
 // writes them).
@@ -43,6 +41,7 @@ const std::vector<std::pair<std::string, std::string>> kAttentionVariants = {
     {"tiled 16x32", "\"attention_vec16\": false, \"attention_tile_rows\": 16, \"attention_key_tile\": 32"},
     {"untiled", "\"attention_vec16\": false, \"attention_tile_rows\": 1"},
 };
+}  // namespace
 
 nlohmann::json bench_attention(const std::string& device, int reps, int n_heads, int n_kv_heads, int head_dim,
                                int chunk, const std::vector<int>& pasts) {

@@ -284,7 +284,7 @@ void bench_attention_only(const BenchOpts& o) {
     std::cout << rows.dump(1) << std::endl;
     return;
   }
-  std::printf("Prefill attention on %s: %d query rows after n_past cached entries, %d/%d heads of %d (median of %d)\n"
+  std::printf("Prefill attention on %s: %d query rows after n_past cached fp32 entries, %d/%d heads of %d (median of %d)\n"
               "| variant      | n_past |  seconds | GFLOP/s |\n| ------------ | -----: | -------: | ------: |\n",
               rows.empty() ? "" : rows[0]["device"].get<std::string>().c_str(), chunk, cfg.n_head, cfg.n_head_kv, cfg.head_dim, o.reps);
   for (const auto& r : rows)
