@@ -1,5 +1,11 @@
 // The nih results file (JSON Lines, resumable) and the summary tables (engine/nih.h).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -61,14 +67,39 @@ std::string trial_id(const nlohmann::json& r) {
   }
 }
 
+namespace {
+// The results file's descriptor, held under flock(2) for as long as it lives: several nih
+// processes may share one file (a queue of workers), so each append, and each read that may
+// drop a torn last line, happens whole while no other process writes.
+class LockedFile {
+ public:
+  LockedFile(const std::string& path, int flags) : fd_(::open(path.c_str(), flags | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) return;
+    int rc;
+    do rc = ::flock(fd_, LOCK_EX);
+    while (rc < 0 && errno == EINTR);
+  }
+  ~LockedFile() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  LockedFile(const LockedFile&) = delete;
+  LockedFile& operator=(const LockedFile&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+}  // namespace
+
 Results load_results(const std::string& path, bool repair) {
   Results res;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return res;
   if (std::filesystem::is_directory(path, ec))
     throw std::invalid_argument("results file '" + path + "' is a directory; give --out a file name");
+  const LockedFile lock(path, O_RDONLY);  // no append lands while we read (and maybe cut)
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("results file '" + path + "' cannot be read (permissions?)");
+  if (lock.fd() < 0 || !in) throw std::invalid_argument("results file '" + path + "' cannot be read (permissions?)");
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string all = ss.str();
@@ -106,22 +137,24 @@ Results load_results(const std::string& path, bool repair) {
   return res;
 }
 
+// Under the file's lock, one write() at its end: another nih process appending to the same
+// file waits, where stdio could have split a long record into pieces between another's.
 void append_result(const std::string& path, const nlohmann::json& record) {
+  const LockedFile f(path, O_RDWR | O_APPEND | O_CREAT);
+  if (f.fd() < 0) throw std::runtime_error("cannot append to results file '" + path + "' (does its folder exist?)");
+  // A record cut short by a crash (and not yet dropped by a load): start a line of our own.
   bool need_newline = false;
-  {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (in && in.tellg() > 0) {
-      in.seekg(-1, std::ios::end);
-      need_newline = in.get() != '\n';
-    }
-  }
-  FILE* f = std::fopen(path.c_str(), "ab");
-  if (!f) throw std::runtime_error("cannot append to results file '" + path + "' (does its folder exist?)");
+  struct stat st {};
+  char last = '\n';
+  if (::fstat(f.fd(), &st) == 0 && st.st_size > 0 && ::pread(f.fd(), &last, 1, st.st_size - 1) == 1)
+    need_newline = last != '\n';
   const std::string line = (need_newline ? "\n" : "") +
                            record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  const bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fflush(f) == 0;
-  std::fclose(f);
-  if (!ok) throw std::runtime_error("writing to results file '" + path + "' failed (disk full?)");
+  ssize_t n;
+  do n = ::write(f.fd(), line.data(), line.size());
+  while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(line.size()))
+    throw std::runtime_error("writing to results file '" + path + "' failed (disk full?)");
 }
 
 std::vector<nlohmann::json> latest_records(const std::vector<nlohmann::json>& records) {
