@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -97,13 +97,16 @@ Results load_results(const std::string& path, bool repair) {
   if (!std::filesystem::exists(path, ec)) return res;
   if (std::filesystem::is_directory(path, ec))
     throw std::invalid_argument("results file '" + path + "' is a directory; give --out a file name");
-  const LockedFile lock(path, O_RDONLY);  // no append lands while we read (and maybe cut)
-  std::ifstream in(path, std::ios::binary);
-  if (lock.fd() < 0 || !in) throw std::invalid_argument("results file '" + path + "' cannot be read (permissions?)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string all = ss.str();
-  in.close();
+  const LockedFile f(path, O_RDONLY);  // no append lands while we read (and maybe cut)
+  if (f.fd() < 0) throw std::invalid_argument("results file '" + path + "' cannot be read (permissions?)");
+  std::string all;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(f.fd(), buf, sizeof buf);
+    if (n > 0) all.append(buf, size_t(n));
+    else if (n == 0) break;
+    else if (errno != EINTR) throw std::invalid_argument("results file '" + path + "' cannot be read: " + std::strerror(errno));
+  }
 
   struct Line {
     size_t begin, end;

@@ -1,10 +1,8 @@
 // `infinipot bench --attention`: GFLOP/s of the prefill attention variants on this device, at
 // the shapes long prefill runs: a chunk of query rows against a cache of `n_past` earlier
 // entries (through the pot: up to pot + chunk keys; with a full cache: the whole document so
-// far), K and V in fp32. Each variant runs in a context whose tuning selects it, so the figures say which
-// variant `platforms/tuning.json` should name for this device.
-#include <algorithm>
-#include <chrono>
+// far), K and V in fp32. Each variant runs in a context whose tuning selects it, so the
+// figures say which variant `platforms/tuning.json` should name for this device.
 #include <random>
 #include <string>
 #include <utility>
@@ -13,11 +11,10 @@
 
 #include "runtime/context.h"
 #include "runtime/ops.h"
+#include "tools/bench_timing.h"
 
 namespace infinipot::cli {
 namespace {
-using Clock = std::chrono::steady_clock;
-
 std::vector<float> normal_floats(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
@@ -74,15 +71,7 @@ nlohmann::json bench_attention(const std::string& device, int reps, int n_heads,
         ops::attention(ctx, s, d_q, ldq, d_k, d_v, n_past, chunk, d_out, ldo, d_lse);
         ctx.finish();
       };
-      run();  // warm-up: kernel compilation, first touch of the buffers
-      std::vector<double> t;
-      for (int i = 0; i < reps; ++i) {
-        const auto t0 = Clock::now();
-        run();
-        t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      }
-      std::sort(t.begin(), t.end());
-      const double sec = t[t.size() / 2];
+      const double sec = median(time_runs(reps, run));
       out.push_back({{"variant", name}, {"device", ctx.device().name}, {"tuning", nlohmann::json::parse("{" + values + "}")},
                      {"n_heads", n_heads}, {"n_kv_heads", n_kv_heads}, {"head_dim", head_dim},
                      {"rows", chunk}, {"n_past", n_past}, {"seconds", sec},

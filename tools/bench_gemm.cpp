@@ -1,37 +1,16 @@
 // `infinipot bench --gemm`: GFLOP/s of both GEMM backends (our packed kernel and CLBlast) on
 // SmolLM2-135M's prefill products, timed as prefill uses them (the weight dequantized into
 // the backend's layout on each product; input packing excluded, as it is shared).
-#include <algorithm>
 #include <array>
-#include <chrono>
 #include <random>
 #include <nlohmann/json.hpp>
 
 #include "runtime/context.h"
 #include "runtime/gemm_layer.h"
 #include "runtime/ops.h"
+#include "tools/bench_timing.h"
 
 namespace infinipot::cli {
-namespace {
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-template <typename F>
-std::vector<double> time_runs(int reps, F&& f) {
-  f();  // warm-up: kernel compilation, first touch of buffers
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return t;
-}
-}  // namespace
 
 nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m) {
   nlohmann::json out = nlohmann::json::array();

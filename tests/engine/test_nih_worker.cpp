@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "engine/nih.h"
-#include "model_loader/tiny_model.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
 
@@ -43,10 +42,7 @@ test::ProcResult start_worker(const std::string& launcher, const std::string& li
 
 TEST(NihWorker, TwoWorkersShareAFileSkipFinishedTrialsAndReportAFailedCell) {
   test::TempDir dir;
-  TinyLlamaOptions tiny;
-  tiny.n_ctx = 2048;
-  const std::string model = dir.file("tiny.gguf"), out = dir.file("r.jsonl");
-  write_tiny_llama(model, tiny);
+  const std::string model = test::tiny_model(dir, 2048), out = dir.file("r.jsonl");
   const std::string launcher = infinipot_launcher(dir);
   const std::string cell = " --lengths 600 --trials 1 -n 2 --haystacks passkey --depths ";
   {

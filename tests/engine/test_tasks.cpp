@@ -18,7 +18,6 @@
 #include "engine/answer.h"
 #include "engine/nih.h"
 #include "engine/tasks/task_registry.h"
-#include "model_loader/tiny_model.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
 #include "tests/support/nih_text.h"
@@ -554,14 +553,6 @@ TEST(TaskResults, TablesGroupByTaskAndShowTheScoreOfAllOfTasks) {
 
 constexpr double kQuick = 30;
 
-// A random-weight tiny llama of context n_ctx in dir (the real binary runs it in seconds).
-std::string tiny_model(test::TempDir& dir, int n_ctx) {
-  TinyLlamaOptions o;
-  o.n_ctx = n_ctx;
-  const std::string model = dir.file("tiny.gguf");
-  write_tiny_llama(model, o);
-  return model;
-}
 
 TEST(TaskCli, UnknownTaskAndMisplacedQuestionAreUsageErrors) {
   const std::string model = test::real_model_path();
@@ -589,7 +580,7 @@ TEST(TaskCli, UnknownTaskAndMisplacedQuestionAreUsageErrors) {
 // wording's trials are not taken as done by it (nor the other way round).
 TEST(TaskCli, ANeedleInOtherWordsRunsAsTrialsOfItsOwn) {
   test::TempDir dir;
-  const std::string model = tiny_model(dir, 2048), out = dir.file("r.jsonl");
+  const std::string model = test::tiny_model(dir, 2048), out = dir.file("r.jsonl");
   const std::vector<std::string> usual = {"nih", "-m", model, "--lengths", "600", "--depths", "0.5",
                                           "--trials", "1", "--policy", "full", "-n", "2", "--out", out};
   std::vector<std::string> reworded = usual;
@@ -615,7 +606,7 @@ TEST(TaskCli, ANeedleInOtherWordsRunsAsTrialsOfItsOwn) {
 // records carry the task, its references and score, the task's -n, and a rerun skips them.
 TEST(TaskCli, EveryTaskRunsEndToEndAndResumes) {
   test::TempDir dir;
-  const std::string model = tiny_model(dir, 2048), out = dir.file("r.jsonl");
+  const std::string model = test::tiny_model(dir, 2048), out = dir.file("r.jsonl");
   std::string all;
   for (const auto& t : tasks()) all += (all.empty() ? "" : ",") + std::string(t->name());
   const std::vector<std::string> args = {"nih",    "-m",       model,   "--task", all,      "--lengths", "900",
@@ -666,7 +657,7 @@ TEST(TaskCli, EveryTaskRunsEndToEndAndResumes) {
 // question's, and without CR-RoPE the highest key position runs past the pot's size.
 TEST(TaskCli, CatalystAndCrRopeAblationsReachThePot) {
   test::TempDir dir;
-  const std::string model = tiny_model(dir, 2048), out = dir.file("r.jsonl");
+  const std::string model = test::tiny_model(dir, 2048), out = dir.file("r.jsonl");
   const std::string policies = "infinipot:pot=256,infinipot:pot=256:cr_rope=0,infinipot:pot=256:catalyst=general";
   auto r = test::run_infinipot({"nih", "-m", model, "--lengths", "900", "--depths", "0.5", "--trials", "1", "-n", "4",
                                 "--policy", policies, "--out", out},
@@ -701,7 +692,7 @@ TEST(TaskCli, CatalystAndCrRopeAblationsReachThePot) {
 // recency one, on both kinds of haystack.
 TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
   test::TempDir dir;
-  const std::string model = tiny_model(dir, 4096);
+  const std::string model = test::tiny_model(dir, 4096);
   auto run = [&](const std::string& out, bool share) {
     std::vector<std::string> args = {"nih", "-m", model, "--lengths", "1500", "--depths", "0.2,0.6,0.9", "--trials", "2",
                                      "-n", "4", "--haystacks", "passkey,prose", "--chunk", "64",

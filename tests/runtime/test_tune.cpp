@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "model_loader/tiny_model.h"
 #include "runtime/context.h"
 #include "runtime/tuning.h"
 #include "tests/support/cli_process.h"
@@ -133,10 +132,7 @@ TEST(Tuning, OverridesAreCheckedLikeTheFile) {
 
 TEST(Tune, WritesWinnersThatTheDeviceThenUses) {
   test::TempDir dir;
-  TinyLlamaOptions o;
-  o.n_ctx = 1024;
-  const std::string model = dir.file("tiny.gguf"), platforms = dir.file("tuning.json");
-  write_tiny_llama(model, o);
+  const std::string model = test::tiny_model(dir, 1024), platforms = dir.file("tuning.json");
   std::ofstream(platforms) << committed_tuning().dump(2);
   const auto r = test::run_infinipot({"tune", "-m", model, "--prefill", "64", "--decode", "4", "-r", "1", "--clblast",
                                       "2", "--write", platforms, "--json"},

@@ -1,5 +1,7 @@
 #include "tests/support/gguf_test_util.h"
 
+#include "model_loader/tiny_model.h"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +104,14 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;  // never throw from a destructor
   std::filesystem::remove_all(path_, ec);
+}
+
+std::string tiny_model(const TempDir& dir, int n_ctx) {
+  TinyLlamaOptions o;
+  o.n_ctx = n_ctx;
+  const std::string model = dir.file("tiny.gguf");
+  write_tiny_llama(model, o);
+  return model;
 }
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {

@@ -60,6 +60,10 @@ class TempDir {
   std::string path_;
 };
 
+// A random-weight tiny llama (model_loader/tiny_model.h) of context n_ctx as dir/tiny.gguf;
+// its path. The real binary runs it in seconds.
+std::string tiny_model(const TempDir& dir, int n_ctx);
+
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> read_file(const std::string& path);
 
