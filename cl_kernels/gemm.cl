@@ -1,25 +1,28 @@
 // Packed single-precision GEMM for prefill: C[M][N] (+)= A[M][K] * B[N][K]^T.
 // Both operands are packed so the inner loop reads contiguous vectors:
-//   Ap: [M_pad/8 panels][K][8]    (pack_a below; rows past M zero)
-//   Bp: [N_pad/16 panels][K][16]  (dequant.cl: dequant_to_panels)
+//   Ap: [M_pad/PANEL_M panels][K][PANEL_M]  (pack_a below; rows past M zero)
+//   Bp: [N_pad/16 panels][K][16]            (dequant.cl: dequant_to_panels)
 //   C:  row-major from element c_off, leading dimension ldc; columns [0, N) written
-// Each work-item computes an 8x16 tile held in 8 float16 registers (one AVX-512 register
-// each on CPUs; PoCL reached 160-173 GFLOP/s on 2 cores). ACCUM (-D) adds into C.
-#ifndef TILE_M
-#define TILE_M 8
+// Each work-item computes a TILE_M x 16 tile held in TILE_M float16 registers (-D TILE_M = 8,
+// 6 or 4; -D PANEL_M, the launcher's ops::a_panel_rows: 8, or 6 for 6-row tiles). 8 rows are
+// 8 AVX-512 registers (PoCL reached 160-173 GFLOP/s on 2 cores); AVX2 has 16 registers of 8
+// floats, where 6 rows (12 accumulators, 2 for the B row, 1 broadcast) keep both FMA pipes
+// busy through their latency and 4 rows (8 accumulators) do not. ACCUM (-D) adds into C.
+#if !defined(TILE_M) || !defined(PANEL_M) || PANEL_M % TILE_M != 0
+#error "compile gemm.cl with -DTILE_M (8, 6 or 4) and -DPANEL_M (a multiple of it)"
 #endif
 __kernel void gemm_packed(const int M, const int N, const int K, __global const float* Ap,
                           __global const float* Bp, __global float* C, const int c_off, const int ldc) {
   const int nb = get_global_id(0);
-  const int mb = get_global_id(1);  // TILE_M-row block: panel mb * TILE_M / 8, rows (mb * TILE_M) % 8 on
+  const int mb = get_global_id(1);  // a TILE_M-row block, inside panel mb * TILE_M / PANEL_M
   if (nb * 16 >= N || mb * TILE_M >= M) return;
-  __global const float* a = Ap + (size_t)(mb * TILE_M / 8) * K * 8 + (mb * TILE_M) % 8;
+  __global const float* a = Ap + (size_t)(mb * TILE_M / PANEL_M) * K * PANEL_M + (mb * TILE_M) % PANEL_M;
   __global const float* b = Bp + (size_t)nb * K * 16;
 #if TILE_M == 8
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
   for (int k = 0; k < K; ++k) {
     const float16 bv = vload16(0, b + k * 16);
-    const float8 av = vload8(0, a + k * 8);
+    const float8 av = vload8(0, a + k * PANEL_M);
     c0 = fma((float16)(av.s0), bv, c0);
     c1 = fma((float16)(av.s1), bv, c1);
     c2 = fma((float16)(av.s2), bv, c2);
@@ -35,15 +38,28 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0;
   for (int k = 0; k < K; ++k) {
     const float16 bv = vload16(0, b + k * 16);
-    const float4 av = vload4(0, a + k * 8);
+    const float4 av = vload4(0, a + k * PANEL_M);
     c0 = fma((float16)(av.s0), bv, c0);
     c1 = fma((float16)(av.s1), bv, c1);
     c2 = fma((float16)(av.s2), bv, c2);
     c3 = fma((float16)(av.s3), bv, c3);
   }
   float16 acc[4] = {c0, c1, c2, c3};
+#elif TILE_M == 6
+  float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0;
+  for (int k = 0; k < K; ++k) {
+    const float16 bv = vload16(0, b + k * 16);
+    __global const float* ak = a + k * PANEL_M;
+    c0 = fma((float16)(ak[0]), bv, c0);
+    c1 = fma((float16)(ak[1]), bv, c1);
+    c2 = fma((float16)(ak[2]), bv, c2);
+    c3 = fma((float16)(ak[3]), bv, c3);
+    c4 = fma((float16)(ak[4]), bv, c4);
+    c5 = fma((float16)(ak[5]), bv, c5);
+  }
+  float16 acc[6] = {c0, c1, c2, c3, c4, c5};
 #else
-#error "gemm_packed: TILE_M is 8 or 4"
+#error "gemm_packed: TILE_M is 8, 6 or 4"
 #endif
   const int n0 = nb * 16;
   for (int i = 0; i < TILE_M; ++i) {
@@ -63,15 +79,14 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
   }
 }
 
-// X: [M][K] row-major (leading dimension ldx) -> Ap: [M_pad/8][K][8], rows past M zero.
+// X: [M][K] row-major (leading dimension ldx) -> Ap: [M_pad/PANEL_M][K][PANEL_M], rows past M zero.
 __kernel void pack_a(__global const float* X, const int M, const int K, const int ldx, __global float* Ap) {
   const int k = get_global_id(0);
   const int mb = get_global_id(1);
   if (k >= K) return;
-  float r[8];
-  for (int i = 0; i < 8; ++i) {
-    const int m = mb * 8 + i;
-    r[i] = m < M ? X[(size_t)m * ldx + k] : 0.0f;
+  __global float* dst = Ap + ((size_t)mb * K + k) * PANEL_M;
+  for (int i = 0; i < PANEL_M; ++i) {
+    const int m = mb * PANEL_M + i;
+    dst[i] = m < M ? X[(size_t)m * ldx + k] : 0.0f;
   }
-  vstore8(vload8(0, r), 0, Ap + ((size_t)mb * K + k) * 8);
 }

@@ -120,7 +120,7 @@ cl::MemoryPlan Engine::plan_for(int kv_capacity, const PotOptions* pot) const {
   const int chunk = chunk_of(kv_capacity);
   // kv_cache: the global layers' store (full cache or pot: kv_capacity entries each) plus,
   // from Forward::plan, the sliding-window layers' fixed store (window + chunk entries each).
-  cl::MemoryPlan plan = Forward::plan(cfg_, chunk, ctx_->tuning().gemm_backend, kv_half_);
+  cl::MemoryPlan plan = Forward::plan(cfg_, chunk, ctx_->tuning(), kv_half_);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
   plan[cl::MemCategory::KvCache] += KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
   if (pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, *pot);

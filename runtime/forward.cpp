@@ -49,10 +49,10 @@ GemmLayer make_gemm(cl::Context& ctx, int max_chunk, const Sizes& s) {
 
 }  // namespace
 
-cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, bool kv_half,
+cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const cl::Tuning& tuning, bool kv_half,
                              int lm_tile) {
   Sizes s = sizes(cfg, max_chunk, lm_tile);
-  cl::MemoryPlan p = GemmLayer::plan(gemm_backend, max_chunk, s.widest_in, s.largest_weight);
+  cl::MemoryPlan p = GemmLayer::plan(tuning, max_chunk, s.widest_in, s.largest_weight);
   // ids, the RoPE tables (a second one for local layers with their own base), x, xn, ...
   const size_t rope_tables = cfg.has_local_layers() ? 2 : 1;
   p[cl::MemCategory::Activations] =

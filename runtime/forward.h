@@ -35,7 +35,7 @@ class Forward {
   Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile = 4096);
   // Device bytes the forward pass allocates (activations + scratch, and the local store of a
   // model with sliding-window layers, under kv_cache) for a memory plan.
-  static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, const std::string& gemm_backend, bool kv_half,
+  static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, const cl::Tuning& tuning, bool kv_half,
                              int lm_tile = 4096);
 
   // Runs tokens at positions kv.next_position() ..; n <= max_chunk and must fit in the KV store.

@@ -21,9 +21,11 @@ void apply_clblast_overrides(cl::Context& ctx) {
 
 }  // namespace
 
-cl::MemoryPlan GemmLayer::plan(const std::string& backend, int max_rows, int max_k, size_t max_weight_floats) {
+cl::MemoryPlan GemmLayer::plan(const cl::Tuning& tuning, int max_rows, int max_k, size_t max_weight_floats) {
   cl::MemoryPlan p;
-  p[cl::MemCategory::Gemm] = max_weight_floats * 4 + (backend == "packed" ? ops::packed_a_floats(max_rows, max_k) * 4 : 0);
+  p[cl::MemCategory::Gemm] =
+      max_weight_floats * 4 +
+      (tuning.gemm_backend == "packed" ? ops::packed_a_floats(max_rows, max_k, tuning.gemm_tile_rows) * 4 : 0);
   return p;
 }
 
@@ -32,7 +34,8 @@ GemmLayer::GemmLayer(cl::Context& ctx, const std::string& backend, int max_rows,
   if (backend != "packed" && backend != "clblast")
     throw cl::ClError("unknown GEMM backend '" + backend + "' (expected packed or clblast)");
   if (backend == "packed")
-    packed_a_ = ctx.memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(max_rows, max_k) * 4, "gemm.packed_a");
+    packed_a_ = ctx.memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(max_rows, max_k, ctx.tuning().gemm_tile_rows) * 4,
+                                   "gemm.packed_a");
   else
     apply_clblast_overrides(ctx);
   weights_ = ctx.memory().alloc(cl::MemCategory::Gemm, max_weight_floats * 4, "gemm.weights_f32");

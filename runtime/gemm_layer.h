@@ -21,7 +21,8 @@ class GemmLayer {
   // context, so without this every engine's context (and the driver's memory for it) outlived
   // the engine.
   ~GemmLayer();
-  static cl::MemoryPlan plan(const std::string& backend, int max_rows, int max_k, size_t max_weight_floats);
+  // tuning: its gemm_backend and gemm_tile_rows (the packed input's panels) size the buffers.
+  static cl::MemoryPlan plan(const cl::Tuning& tuning, int max_rows, int max_k, size_t max_weight_floats);
 
   const std::string& backend() const { return backend_; }
   // Prepares an input once for several products that read it (packs it for `packed`).

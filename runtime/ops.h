@@ -78,9 +78,12 @@ void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out);
 // dequant.cl: rows [row0, row0 + n_rows) of W as row-major floats   out: [n_rows][W.cols]
 void dequant_row_range(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& out);
 size_t panel_floats(int rows, int cols);  // floats dequant_to_panels writes
-size_t packed_a_floats(int m, int k);     // floats pack_a writes
+// Rows per panel of pack_a for a gemm_packed tile height (c.tuning().gemm_tile_rows): 6-row
+// tiles read 6-row panels, 4- and 8-row tiles 8-row panels. Throws for another height.
+int a_panel_rows(int tile_rows);
+size_t packed_a_floats(int m, int k, int tile_rows);  // floats pack_a writes
 
-// gemm.cl: Ap = pack(X)                                      X: [m][ldx], Ap: [pad8(m)][k]
+// gemm.cl: Ap = pack(X), panels of a_panel_rows(tuning's tile) rows   X: [m][ldx], Ap: [pad(m)][k]
 void pack_a(Context& c, const Buffer& X, int m, int k, int ldx, Buffer& Ap);
 // gemm.cl: C[m][n] (+)= A[m][k] B[n][k]^T from packed operands; C from element c_offset,
 // leading dimension ldc

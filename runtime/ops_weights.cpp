@@ -24,7 +24,6 @@ void require(bool ok, const std::string& what) {
 }  // namespace
 
 size_t panel_floats(int rows, int cols) { return cl::round_up(rows, 16) * static_cast<size_t>(cols); }
-size_t packed_a_floats(int m, int k) { return cl::round_up(m, 8) * static_cast<size_t>(k); }
 
 void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buffer& out) {
   require(table.cols % 8 == 0, "embedding width must be a multiple of 8");

@@ -38,10 +38,10 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   if (!j.is_object()) return;
   if (j.contains("gemm_tile_rows")) {
     const auto& v = j["gemm_tile_rows"];
-    if (v == "auto") t.gemm_tile_rows = dev.native_float_width >= 16 ? 8 : 4;
-    else if (v == 4 || v == 8) t.gemm_tile_rows = v.get<int>();
+    if (v == "auto") t.gemm_tile_rows = dev.native_float_width >= 16 ? 8 : dev.native_float_width == 8 ? 6 : 4;
+    else if (v == 4 || v == 6 || v == 8) t.gemm_tile_rows = v.get<int>();
     else
-      throw ClError("platforms/tuning.json: 'gemm_tile_rows' must be 4, 8 or \"auto\", got " + v.dump());
+      throw ClError("platforms/tuning.json: 'gemm_tile_rows' must be 4, 6, 8 or \"auto\", got " + v.dump());
   }
   if (j.contains("attention_vec16_rows")) {
     const auto& v = j["attention_vec16_rows"];

@@ -15,9 +15,10 @@ struct Tuning {
   std::string vendor_key = "default";  // which vendor entry matched
   std::string device_key = "default";  // which device entry matched
   std::string gemm_backend;            // "packed" | "clblast"
-  // Rows per work-item of gemm_packed (4 or 8; each row holds a 16-float accumulator). The
+  // Rows per work-item of gemm_packed (4, 6 or 8; each row holds a 16-float accumulator). The
   // file may say "auto": 8 where the device's native float vector is 16 wide (AVX-512: 8
-  // registers of 32), else 4 (AVX2 has 16 registers: 8 rows of 2 each spill).
+  // registers of 32), 6 where it is 8 wide (AVX2's 16 registers: 12 accumulators, 8 rows
+  // would spill), else 4 (GPUs; not measured there).
   int gemm_tile_rows = 0;
   int matvec_local = 0;                // work-group size of matvec kernels (1 = driver loops)
   int norm_local = 0;                  // work-group size of row reductions

@@ -88,7 +88,7 @@ double score(const std::string& key, const Timing& t) {
 
 std::vector<nlohmann::json> candidates(const std::string& key) {
   if (key == "gemm_backend") return {"packed", "clblast"};
-  if (key == "gemm_tile_rows") return {4, 8};
+  if (key == "gemm_tile_rows") return {4, 6, 8};
   if (key == "prefill_chunk") return {128, 256, 512};
   if (key == "attention_tile_rows") return {1, 8, 16, 32};
   if (key == "attention_key_tile") return {16, 32, 64};

@@ -175,7 +175,8 @@ TEST_P(WeightKernel, GemmOverDequantizedPanelsMatchesReference) {
   auto W = make_weight(t, n, k, 17);
   const std::vector<float> X = random_floats(size_t(m) * k, 18);
   auto d_X = upload(X);
-  auto Ap = ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k) * 4, "Ap");
+  auto Ap =
+      ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, ctx().tuning().gemm_tile_rows) * 4, "Ap");
   auto Bp = ctx().memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(n, k) * 4, "Bp");
   auto C = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(m) * n * 4, "C");
   ops::pack_a(ctx(), d_X, m, k, k, Ap);
@@ -406,21 +407,31 @@ INSTANTIATE_TEST_SUITE_P(AllDeviceTypes, WeightKernel,
 
 class GemmKernel : public testing_support::KernelTest {};
 
+// Both panel widths: 8 rows (4- and 8-row tiles) and 6 (6-row tiles).
 TEST_F(GemmKernel, PackAMatchesReference) {
-  for (int m : {1, 13, 16}) {
-    const int k = 40, ldx = k + 5;
-    const std::vector<float> X = random_floats(size_t(m) * ldx, 30 + m);
-    auto d_X = upload(X);
-    // Pre-filled with garbage: the rows past m must come back as zeros.
-    auto Ap = upload(random_floats(ops::packed_a_floats(m, k), 40 + m));
-    ops::pack_a(ctx(), d_X, m, k, ldx, Ap);
-    EXPECT_TRUE(all_close("pack_a m=" + std::to_string(m), download_all(Ap), ref::pack_a(X.data(), m, k, ldx),
-                          kCopyTol));
+  for (int tile : {8, 6}) {
+    std::unique_ptr<cl::Context> c;
+    ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"gemm_tile_rows\": " + std::to_string(tile)));
+    const int panel = ops::a_panel_rows(tile);
+    for (int m : {1, 5, 13, 16, 18}) {
+      const int k = 40, ldx = k + 5;
+      const std::vector<float> X = random_floats(size_t(m) * ldx, 30 + m);
+      auto d_X = testing_support::upload(*c, X);
+      // Pre-filled with garbage: the rows past m must come back as zeros.
+      const size_t floats = ops::packed_a_floats(m, k, tile);
+      ASSERT_EQ(floats, size_t((m + panel - 1) / panel * panel) * k);
+      auto Ap = testing_support::upload(*c, random_floats(floats, 40 + m));
+      ops::pack_a(*c, d_X, m, k, ldx, Ap);
+      EXPECT_TRUE(all_close("pack_a m=" + std::to_string(m) + " panel " + std::to_string(panel),
+                            testing_support::download(*c, Ap, floats), ref::pack_a(X.data(), m, k, ldx, panel),
+                            kCopyTol));
+    }
   }
+  EXPECT_THROW((void)ops::a_panel_rows(5), cl::ClError) << "no kernel for 5-row tiles";
 }
 
-// Both tile heights (tuning key gemm_tile_rows: 8 rows per work-item on AVX-512, 4 on AVX2),
-// whatever this machine's tuning picks.
+// Every tile height (tuning key gemm_tile_rows: 8 rows per work-item on AVX-512, 6 on AVX2,
+// 4 on GPUs), whatever this machine's tuning picks.
 class GemmTiles : public testing::TestWithParam<int> {};
 
 TEST_P(GemmTiles, GemmPackedMatchesReference) {
@@ -443,7 +454,7 @@ TEST_P(GemmTiles, GemmPackedMatchesReference) {
       const std::vector<float> A = random_floats(size_t(s.m) * s.k, 50 + s.m);
       const std::vector<float> B = random_floats(size_t(s.n) * s.k, 60 + s.n);
       const std::vector<float> C0 = random_floats(c_off + size_t(s.m) * ldc, 70 + s.k);
-      auto Ap = upload(ref::pack_a(A.data(), s.m, s.k, s.k));
+      auto Ap = upload(ref::pack_a(A.data(), s.m, s.k, s.k, ops::a_panel_rows(GetParam())));
       auto Bp = upload(ref::to_panels(B.data(), s.n, s.k));
       auto C = upload(C0);
       ops::gemm_packed(*c, s.m, s.n, s.k, Ap, Bp, C, ldc, accumulate, c_off);
@@ -462,7 +473,7 @@ TEST_P(GemmTiles, GemmPackedMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 8));
+INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 6, 8));
 
 // ---- work-group variants -----------------------------------------------------------------
 

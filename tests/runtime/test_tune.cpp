@@ -65,15 +65,19 @@ TEST(Tuning, EveryDeviceEntryIsWhatItsDeviceGets) {
 }
 
 // gemm_tile_rows "auto": 8 rows of 16-float accumulators where the native float vector is 16
-// wide (AVX-512 has 32 such registers), 4 where it is narrower (AVX2: 8 rows would spill).
+// wide (AVX-512 has 32 such registers), 6 where it is 8 wide (AVX2: 12 of its 16 registers;
+// 8 rows would spill), 4 where it is narrower (a GPU's scalar width).
 TEST(Tuning, GemmTileRowsAutoFollowsTheNativeVectorWidth) {
-  cl::DeviceInfo avx512{}, avx2{};
+  cl::DeviceInfo avx512{}, avx2{}, gpu{};
   avx512.native_float_width = 16;
   avx2.native_float_width = 8;
+  gpu.native_float_width = 1;
   EXPECT_EQ(cl::lookup_tuning(avx512, {{"gemm_tile_rows", "auto"}}).gemm_tile_rows, 8);
-  EXPECT_EQ(cl::lookup_tuning(avx2, {{"gemm_tile_rows", "auto"}}).gemm_tile_rows, 4);
+  EXPECT_EQ(cl::lookup_tuning(avx2, {{"gemm_tile_rows", "auto"}}).gemm_tile_rows, 6);
+  EXPECT_EQ(cl::lookup_tuning(gpu, {{"gemm_tile_rows", "auto"}}).gemm_tile_rows, 4);
   EXPECT_EQ(cl::lookup_tuning(avx512, {{"gemm_tile_rows", 4}}).gemm_tile_rows, 4) << "a number is taken as given";
-  for (const json bad : {json(6), json("wide"), json(0)}) {
+  EXPECT_EQ(cl::lookup_tuning(avx2, {{"gemm_tile_rows", 6}}).gemm_tile_rows, 6);
+  for (const json bad : {json(5), json(12), json("wide"), json(0)}) {
     try {
       (void)cl::lookup_tuning(avx2, {{"gemm_tile_rows", bad}});
       ADD_FAILURE() << "accepted gemm_tile_rows " << bad.dump();

@@ -132,10 +132,10 @@ std::vector<float> to_panels(const float* W, int rows, int cols) {
   return Bp;
 }
 
-std::vector<float> pack_a(const float* X, int m, int k, int ldx) {
-  std::vector<float> Ap(round_up(m, 8) * k, 0.0f);
+std::vector<float> pack_a(const float* X, int m, int k, int ldx, int panel) {
+  std::vector<float> Ap(round_up(m, panel) * k, 0.0f);
   for (int i = 0; i < m; ++i)
-    for (int kk = 0; kk < k; ++kk) Ap[(size_t(i / 8) * k + kk) * 8 + i % 8] = X[size_t(i) * ldx + kk];
+    for (int kk = 0; kk < k; ++kk) Ap[(size_t(i / panel) * k + kk) * panel + i % panel] = X[size_t(i) * ldx + kk];
   return Ap;
 }
 

@@ -25,8 +25,9 @@ void matvec(const float* W, int rows, int cols, const float* x, int n_rows, floa
 // W: [rows][cols] -> [pad16(rows)/16 panels][cols][16], rows past `rows` zero (gemm.cl's Bp).
 std::vector<float> to_panels(const float* W, int rows, int cols);
 
-// X: [m][ldx] -> [pad8(m)/8 panels][k][8], rows past m zero (gemm.cl's Ap).
-std::vector<float> pack_a(const float* X, int m, int k, int ldx);
+// X: [m][ldx] -> [pad(m)/panel panels][k][panel], rows past m zero (gemm.cl's Ap; panel =
+// ops::a_panel_rows of the tile height).
+std::vector<float> pack_a(const float* X, int m, int k, int ldx, int panel);
 
 // C[i*ldc + j] (+)= sum_k A[i][k] B[j][k]                        A: [m][lda]  B: [n][ldb]
 void gemm_abt(int m, int n, int k, const float* A, int lda, const float* B, int ldb, float* C, int ldc,
