@@ -171,6 +171,62 @@ __kernel void attention_mass(__global const float* q, const int ldq, __global co
   mass[mass_off + (size_t)g * cap + j] += total;
 }
 
+// The same sums for 16 consecutive entries per work-item (keys in the lanes of float16
+// vectors), for CPU devices (tuning attention_vec16): the kernel above computes one entry's
+// 64-float dot product per row and head, with a horizontal sum and a scalar exp each, at a
+// fraction of the FMA rate. Each lane repeats that kernel's arithmetic: four partial sums (the
+// float4 lanes there, dims d = 4c + l here), each a product then fused multiply-adds over c in
+// order, added as (0 + 1) + (2 + 3), then scaled, exp'd and summed over rows and heads in the
+// same order; rows outside a lane's causal window add nothing. Only the exp differs: the
+// driver's vector exp, which on PoCL 3.1 rounds a rare input 1 ulp away from its scalar one. The block's keys
+// are transposed once into private memory ([HEAD_DIM][16] floats) and reused for every row.
+// Launch: global (ceil((n_past + r1) / 16), n_kv_heads).
+__kernel void attention_mass_vec16(__global const float* q, const int ldq, __global const kv_t* k_cache,
+                                   const int cap, const int n_past, const int r0, const int r1, const float scale,
+                                   __global const float* lse, const int n_heads, __global float* mass,
+                                   const int mass_off, const int window) {
+  const int j0 = get_global_id(0) * 16;
+  const int g = get_global_id(1);
+  const int jmax = n_past + r1 - 1;  // the last entry any row of [r0, r1) sees
+  if (j0 > jmax) return;
+  float kt[HEAD_DIM * 16];  // kt[d * 16 + lane] = K[j0 + lane][d]
+  for (int lane = 0; lane < 16; ++lane) {
+    __global const kv_t* kr = k_cache + ((size_t)g * cap + min(j0 + lane, jmax)) * HEAD_DIM;
+    for (int d = 0; d < V4; ++d) {
+      const float4 v = KV_LOAD4(d, kr);
+      kt[(4 * d) * 16 + lane] = v.x;
+      kt[(4 * d + 1) * 16 + lane] = v.y;
+      kt[(4 * d + 2) * 16 + lane] = v.z;
+      kt[(4 * d + 3) * 16 + lane] = v.w;
+    }
+  }
+  const int16 jv = (int16)(j0) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const int i_lo = max(r0, j0 - n_past);
+  const int i_hi = min(r1, min(j0 + 15, jmax) - n_past + window);  // past the last row any lane counts
+  float16 total = (float16)(0.0f);
+  for (int i = i_lo; i < i_hi; ++i) {
+    const int16 counted = (jv <= (int16)(n_past + i)) & (jv > (int16)(n_past + i - window));
+    for (int h = 0; h < GROUP; ++h) {
+      const int head = g * GROUP + h;
+      __global const float* qr = q + (size_t)i * ldq + head * HEAD_DIM;
+      float16 a0 = qr[0] * vload16(0, kt), a1 = qr[1] * vload16(1, kt);
+      float16 a2 = qr[2] * vload16(2, kt), a3 = qr[3] * vload16(3, kt);
+      for (int c = 1; c < V4; ++c) {
+        a0 = fma((float16)(qr[4 * c]), vload16(4 * c, kt), a0);
+        a1 = fma((float16)(qr[4 * c + 1]), vload16(4 * c + 1, kt), a1);
+        a2 = fma((float16)(qr[4 * c + 2]), vload16(4 * c + 2, kt), a2);
+        a3 = fma((float16)(qr[4 * c + 3]), vload16(4 * c + 3, kt), a3);
+      }
+      const float16 e = exp(((a0 + a1) + (a2 + a3)) * scale - lse[(size_t)i * n_heads + head]);
+      total += select((float16)(0.0f), e, counted);
+    }
+  }
+  float t[16];
+  vstore16(total, 0, t);
+  __global float* m = mass + mass_off + (size_t)g * cap;
+  for (int lane = 0; lane < 16 && j0 + lane <= jmax; ++lane) m[j0 + lane] += t[lane];
+}
+
 // The same attention with the keys and values staged in local memory, tile by tile, for a
 // work-group of TILE_ROWS consecutive query rows (-D TILE_ROWS, KEY_TILE). Each tile is read
 // from global memory once per work-group instead of once per row, which matters once the
