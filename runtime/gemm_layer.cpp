@@ -34,8 +34,8 @@ GemmLayer::GemmLayer(cl::Context& ctx, const std::string& backend, int max_rows,
   if (backend != "packed" && backend != "clblast")
     throw cl::ClError("unknown GEMM backend '" + backend + "' (expected packed or clblast)");
   if (backend == "packed")
-    packed_a_ = ctx.memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(max_rows, max_k, ctx.tuning().gemm_tile_rows) * 4,
-                                   "gemm.packed_a");
+    packed_a_ = ctx.memory().alloc(
+        cl::MemCategory::Gemm, ops::packed_a_floats(max_rows, max_k, ctx.tuning().gemm_tile_rows) * 4, "gemm.packed_a");
   else
     apply_clblast_overrides(ctx);
   weights_ = ctx.memory().alloc(cl::MemCategory::Gemm, max_weight_floats * 4, "gemm.weights_f32");

@@ -1,6 +1,7 @@
 // attention.cl (causal GQA attention with log-sum-exp, attention mass) against the CPU
 // references in tests/support/cpu_ref.h, including attention over a cache compacted by
 // kv_gather the way the pot compacts it (kv_gather's own test is in test_kernels_layers.cpp).
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -256,9 +257,11 @@ TEST_F(AttentionKernel, AttentionMassMatchesReference) {
       // Bit for bit but for the exps: the vec16 kernel calls the driver's vector exp, the
       // per-entry kernel its scalar one, which PoCL 3.1 rounds differently on rare inputs (one
       // entry of one case here, by 1 ulp). 2 ulps of the total allow that and nothing else.
-      for (size_t i = 0; i < got[0].size(); ++i)
-        EXPECT_LE(std::fabs(got[0][i] - got[1][i]), 2 * FLT_EPSILON * std::max(std::fabs(got[0][i]), std::fabs(got[1][i])))
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        const float ulps2 = 2 * FLT_EPSILON * std::max(std::fabs(got[0][i]), std::fabs(got[1][i]));
+        EXPECT_LE(std::fabs(got[0][i] - got[1][i]), ulps2)
             << "the two mass kernels differ at " << i << ": rows " << a << ".." << b << " " << c.name();
+      }
     }
   }
 }
