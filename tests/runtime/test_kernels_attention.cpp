@@ -69,6 +69,20 @@ std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
   return random_floats(size_t(c.n) * ldq, seed, -c.q_amp, c.q_amp);
 }
 
+// The attention mass of all of a chunk's rows from the device (into a zeroed buffer) against
+// the reference over the keys k (the values the device's store holds, fp32 or rounded half).
+void expect_mass_of_all_rows(const std::string& what, cl::Context& cx, const ops::AttentionShape& s,
+                             const ref::AttnShape& rs, const Case& c, const std::vector<float>& q, int ldq,
+                             const std::vector<float>& k, const cl::Buffer& d_q, const cl::Buffer& d_k,
+                             const cl::Buffer& d_lse) {
+  auto d_mass = testing_support::upload(cx, std::vector<float>(size_t(c.n_kv_heads) * rs.cap, 0.0f));
+  ops::attention_mass(cx, s, d_q, ldq, d_k, c.n_past, 0, c.n, d_lse, d_mass, 0);
+  std::vector<float> mass(size_t(c.n_kv_heads) * rs.cap, 0.0f);
+  ref::attention_mass(rs, q.data(), ldq, k.data(), c.n_past, 0, c.n, mass.data());
+  EXPECT_TRUE(all_close(what, testing_support::download(cx, d_mass, mass.size()), mass,
+                        [&](size_t i) { return kAttnTol * (1 + mass[i]); }));
+}
+
 // Every attention variant, each in a context tuned to run it: the untiled kernel (1 row per
 // work-item), the tiled one with the default tile and a small one whose tile boundaries fall
 // inside the test cases, and vec16 (a work-item per row and head; its 16-key blocks end
@@ -154,12 +168,7 @@ TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
         EXPECT_TRUE(all_close("windowed attention lse " + c.name(), testing_support::download(cx, d_lse, lse.size()),
                               lse, [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
         // The mass of the window's rows lands only on the keys they see.
-        auto d_mass = testing_support::upload(cx, std::vector<float>(size_t(c.n_kv_heads) * rs.cap, 0.0f));
-        ops::attention_mass(cx, s, d_q, ldq, d_k, c.n_past, 0, c.n, d_lse, d_mass, 0);
-        std::vector<float> mass(size_t(c.n_kv_heads) * rs.cap, 0.0f);
-        ref::attention_mass(rs, q.data(), ldq, cache.k.data(), c.n_past, 0, c.n, mass.data());
-        EXPECT_TRUE(all_close("windowed attention mass " + c.name(), testing_support::download(cx, d_mass, mass.size()),
-                              mass, [&](size_t i) { return kAttnTol * (1 + mass[i]); }));
+        expect_mass_of_all_rows("windowed attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, d_q, d_k, d_lse);
       }
 }
 
@@ -200,12 +209,7 @@ TEST_F(AttentionKernel, HalfStoreMatchesReference) {
                             [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
       // The mass kernels read the half keys too (the per-entry one under the work-group variants'
       // tuning, attention_mass_vec16 under vec16's).
-      auto d_mass = testing_support::upload(cx, std::vector<float>(size_t(c.n_kv_heads) * rs.cap, 0.0f));
-      ops::attention_mass(cx, s, d_q, ldq, d_k, c.n_past, 0, c.n, d_lse, d_mass, 0);
-      std::vector<float> mass(size_t(c.n_kv_heads) * rs.cap, 0.0f);
-      ref::attention_mass(rs, q.data(), ldq, cache.k.data(), c.n_past, 0, c.n, mass.data());
-      EXPECT_TRUE(all_close("half-store attention mass " + c.name(), testing_support::download(cx, d_mass, mass.size()),
-                            mass, [&](size_t i) { return kAttnTol * (1 + mass[i]); }));
+      expect_mass_of_all_rows("half-store attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, d_q, d_k, d_lse);
     }
 }
 
