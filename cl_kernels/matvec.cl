@@ -30,6 +30,62 @@
 #define OUTS ROWS
 #endif
 
+inline float sum16(const float16 a) {
+  const float8 a8 = a.lo + a.hi;
+  const float4 a4 = a8.lo + a8.hi;
+  return (a4.x + a4.y) + (a4.z + a4.w);
+}
+
+// x and nw as 8-float vectors through aligned pointers: a row of x starts 32-byte aligned
+// (every cl_mem is aligned to the device's base address alignment, at least 128 bytes, and
+// K % 8 == 0), as does nw. PoCL 3.1 split vload16(x) * vload16(nw) into 2-float pieces (32
+// loads and multiplies per block), which made each normed product 1.5-2.5x slower.
+inline float8 x8(__global const float* p, int i) { return ((__global const float8*)p)[i]; }
+
+// Elements 32b .. 32b + 31 of the input row, times nw under NORM: elements 0-15 in xl, 16-31 in xh.
+inline void x_block(__global const float* xr, __global const float* nw, int b, float16* xl, float16* xh) {
+#ifdef NORM
+  *xl = (float16)(x8(xr, 4 * b) * x8(nw, 4 * b), x8(xr, 4 * b + 1) * x8(nw, 4 * b + 1));
+  *xh = (float16)(x8(xr, 4 * b + 2) * x8(nw, 4 * b + 2), x8(xr, 4 * b + 3) * x8(nw, 4 * b + 3));
+#else
+  *xl = (float16)(x8(xr, 4 * b), x8(xr, 4 * b + 1));
+  *xh = (float16)(x8(xr, 4 * b + 2), x8(xr, 4 * b + 3));
+#endif
+}
+
+// w[0..K) . x (times nw under NORM), in 16 lanes that the caller sums.
+inline float16 row_dot(__global const uchar* w, __global const float* xr, __global const float* nw, const int K) {
+  float16 acc = (float16)(0.0f);
+  for (int b = 0; b < K / 32; ++b) {
+    float16 xl, xh;
+    x_block(xr, nw, b, &xl, &xh);
+    acc = block_fma(w, b, xl, xh, acc);
+  }
+  // Tail of F32/F16 rows whose length is not a multiple of 32 (block formats have none).
+  for (int k = (K / 32) * 32; k < K; k += 8) {
+#ifdef NORM
+    const float8 xv = x8(xr, k / 8) * x8(nw, k / 8);
+#else
+    const float8 xv = x8(xr, k / 8);
+#endif
+    acc.lo = fma(load8(w, k), xv, acc.lo);
+  }
+  return acc;
+}
+
+inline float sum_of_squares(__global const float* xr, const int K) {
+  float16 sq = (float16)(0.0f);
+  for (int b = 0; b < K / 32; ++b) {
+    const float16 xl = (float16)(x8(xr, 4 * b), x8(xr, 4 * b + 1)), xh = (float16)(x8(xr, 4 * b + 2), x8(xr, 4 * b + 3));
+    sq = fma(xl, xl, fma(xh, xh, sq));
+  }
+  for (int k = (K / 32) * 32; k < K; k += 8) {
+    const float8 xv = x8(xr, k / 8);
+    sq.lo = fma(xv, xv, sq.lo);
+  }
+  return sum16(sq);
+}
+
 // Weight row i (< ROWS) of the work-item whose first output is o0.
 inline __global const uchar* row_of(__global const uchar* W, __global const uchar* Wu, const int up_row0,
                                     const int row_bytes, const int o0, const int i) {
@@ -53,44 +109,15 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   if (o0 >= n_out || r >= n_rows) return;
   __global const float* xr = x + (size_t)r * K;
   const int no = min(OUTS, n_out - o0);  // live outputs; row i is live when i % OUTS < no
-  __global const uchar* w[ROWS];
-  for (int i = 0; i < ROWS; ++i) w[i] = row_of(W, Wu, up_row0, row_bytes, o0, i % OUTS < no ? i : 0);
-  float16 acc[ROWS];
-  for (int i = 0; i < ROWS; ++i) acc[i] = (float16)(0.0f);
-#ifdef NORM
-  float16 sq = (float16)(0.0f);
-#endif
-  for (int b = 0; b < K / 32; ++b) {
-    float16 xl = vload16(0, xr + b * 32);
-    float16 xh = vload16(1, xr + b * 32);
-#ifdef NORM
-    sq = fma(xl, xl, fma(xh, xh, sq));
-    xl *= vload16(0, nw + b * 32);
-    xh *= vload16(1, nw + b * 32);
-#endif
-    for (int i = 0; i < ROWS; ++i)
-      if (i % OUTS < no) acc[i] = block_fma(w[i], b, xl, xh, acc[i]);
-  }
-  // Tail of F32/F16 rows whose length is not a multiple of 32 (block formats have none).
-  for (int k = (K / 32) * 32; k < K; k += 8) {
-    float8 xv = vload8(0, xr + k);
-#ifdef NORM
-    sq.lo = fma(xv, xv, sq.lo);
-    xv *= vload8(0, nw + k);
-#endif
-    for (int i = 0; i < ROWS; ++i)
-      if (i % OUTS < no) acc[i].lo = fma(load8(w[i], k), xv, acc[i].lo);
-  }
+  // One row after the other, each read front to back: a work-item's rows are adjacent, so
+  // its reads (and its work-group's) form one ascending stream that the hardware prefetcher
+  // follows; four rows read side by side are four streams of a few cache lines each, too
+  // short to train it (decode then waits on memory). x stays in the L1 cache between rows.
   float s[ROWS];
-  for (int i = 0; i < ROWS; ++i) {
-    const float8 a8 = acc[i].lo + acc[i].hi;
-    const float4 a4 = a8.lo + a8.hi;
-    s[i] = (a4.x + a4.y) + (a4.z + a4.w);
-  }
+  for (int i = 0; i < ROWS; ++i)
+    s[i] = i % OUTS < no ? sum16(row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), xr, nw, K)) : 0.0f;
 #ifdef NORM
-  const float8 q8 = sq.lo + sq.hi;
-  const float4 q4 = q8.lo + q8.hi;
-  const float inv_rms = rsqrt(((q4.x + q4.y) + (q4.z + q4.w)) / (float)K + eps);
+  const float inv_rms = rsqrt(sum_of_squares(xr, K) / (float)K + eps);
   for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
 #endif
 #ifdef ROPE_KV

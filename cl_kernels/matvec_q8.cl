@@ -60,16 +60,6 @@ __kernel void quantize_q8(__global const float* x, const int K, const int n_rows
   vstore8(qhi.odd, 3, q);
 }
 
-// The float value of half bits h, exact for every finite half (subnormals included): the
-// exponent and mantissa moved into float position read as a float 2^-112 too small, which a
-// multiply by 2^112 corrects exactly (infinities and NaNs come out as finite 2^16 and up:
-// no weight scale is either). PoCL's vload_half (CPUs have no cl_khr_fp16) branches per value;
-// this has no branch. Needs denormal floats kept (tested with subnormal scales).
-inline float half_bits_to_float(uint h) {
-  const float mag = as_float((h & 0x7fffu) << 13) * 0x1.0p112f;
-  return as_float(as_uint(mag) | ((h & 0x8000u) << 16));
-}
-
 #define ROWS 4  // even: rows go in pairs
 #if WTYPE == T_Q4_0
 #define W_BLOCK_BYTES 18
@@ -126,8 +116,8 @@ __kernel void matvec_q8(__global const uchar* W, const int row_bytes, const int 
                         (((w >> 12) & m) - off) * X3;
       const float16 s = convert_float16(convert_int16(p));
 #if WTYPE == T_Q4_1
-      accm[i] = fma(half_bits_to_float(((__global const ushort*)ba)[1]), ds.y, accm[i]);
-      accm[i + 1] = fma(half_bits_to_float(((__global const ushort*)bb)[1]), ds.y, accm[i + 1]);
+      accm[i] = fma(f16_at(ba, 1), ds.y, accm[i]);
+      accm[i + 1] = fma(f16_at(bb, 1), ds.y, accm[i + 1]);
 #endif
 #elif WTYPE == T_Q8_0
       const short16 pa = convert_short16(vload16(0, (__global const char*)(ba + W_QS))) * XN0 +
@@ -139,8 +129,8 @@ __kernel void matvec_q8(__global const uchar* W, const int row_bytes, const int 
 #else
 #error "matvec_q8 reads Q4_0, Q4_1 or Q8_0 weights"
 #endif
-      acc[i] = fma(s.lo, (float8)(half_bits_to_float(((__global const ushort*)ba)[0]) * ds.x), acc[i]);
-      acc[i + 1] = fma(s.hi, (float8)(half_bits_to_float(((__global const ushort*)bb)[0]) * ds.x), acc[i + 1]);
+      acc[i] = fma(s.lo, (float8)(f16_at(ba, 0) * ds.x), acc[i]);
+      acc[i + 1] = fma(s.hi, (float8)(f16_at(bb, 0) * ds.x), acc[i + 1]);
     }
   }
   for (int i = 0; i < nr; ++i) {

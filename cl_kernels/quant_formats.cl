@@ -40,6 +40,31 @@
 #define T_Q6_K 14
 #define T_BF16 30
 
+// Element i of the half values at p (the block scales), as float: exact for every half,
+// subnormals included, without float subnormal arithmetic (so also on devices that flush
+// them), and without a branch. PoCL's vload_half (CPUs have no cl_khr_fp16) is a software
+// conversion that branches per value, which cost decode more than the weight math it scales.
+inline float half_bits_to_float(uint h) {
+  const uint em = h & 0x7fffu;
+  const float normal = as_float((em << 13) + 0x38000000u);  // exponent rebiased 15 -> 127
+  const float subnormal = (float)em * 0x1.0p-24f;           // em < 2^10: exact, a normal float
+  float mag = em < 0x400u ? subnormal : normal;
+  mag = em >= 0x7c00u ? as_float((em << 13) | 0x7f800000u) : mag;  // infinities, NaNs
+  return as_float(as_uint(mag) | ((h & 0x8000u) << 16));
+}
+inline float f16_at(__global const uchar* p, int i) { return half_bits_to_float(((__global const ushort*)p)[i]); }
+// Halves 0 and 1 at p (a block's d and m) in one pass of vector operations: the same values
+// as f16_at, with the selects as blends rather than the branches the scalar form compiles to.
+inline float2 f16x2_at(__global const uchar* p) {
+  const uint2 h = convert_uint2(vload2(0, (__global const ushort*)p));
+  const uint2 em = h & 0x7fffu;
+  const float2 normal = as_float2((em << 13) + 0x38000000u);
+  const float2 subnormal = convert_float2(em) * 0x1.0p-24f;
+  float2 mag = select(normal, subnormal, em < 0x400u);
+  mag = select(mag, as_float2((em << 13) | 0x7f800000u), em >= 0x7c00u);
+  return as_float2(as_uint2(mag) | ((h & 0x8000u) << 16));
+}
+
 inline float8 bf16_8(__global const ushort* p) { return as_float8(convert_uint8(vload8(0, p)) << (uint8)(16)); }
 inline float16 bf16_16(__global const ushort* p) { return as_float16(convert_uint16(vload16(0, p)) << (uint16)(16)); }
 
@@ -84,33 +109,33 @@ inline float8 load8(__global const uchar* row, int k) {
   const int qs = 4;
 #endif
   const int j = k & 31;
-  const float d = vload_half(0, (__global const half*)b);
+  const float d = f16_at(b, 0);
   const uchar8 q = vload8(0, b + qs + (j & 15));
   const float8 v = j < 16 ? nibbles_lo(q) : nibbles_hi(q);
 #if WTYPE == T_Q4_0
   return (v - 8.0f) * d;
 #else
-  const float m = vload_half(1, (__global const half*)b);
+  const float m = f16_at(b, 1);
   return v * d + m;
 #endif
 #elif WTYPE == T_Q5_0
   __global const uchar* b = row + (k >> 5) * 22;
   const int j = k & 31;
-  const float d = vload_half(0, (__global const half*)b);
+  const float d = f16_at(b, 0);
   const uchar8 q = vload8(0, b + 6 + (j & 15));
   const uchar8 low4 = j < 16 ? (q & (uchar8)(15)) : (q >> (uchar8)(4));
   return (convert_float8(low4 | q5_bits8(q5_qh(b, 2), j)) - 16.0f) * d;
 #elif WTYPE == T_Q5_1
   __global const uchar* b = row + (k >> 5) * 24;
   const int j = k & 31;
-  const float d = vload_half(0, (__global const half*)b);
-  const float m = vload_half(1, (__global const half*)b);
+  const float d = f16_at(b, 0);
+  const float m = f16_at(b, 1);
   const uchar8 q = vload8(0, b + 8 + (j & 15));
   const uchar8 low4 = j < 16 ? (q & (uchar8)(15)) : (q >> (uchar8)(4));
   return convert_float8(low4 | q5_bits8(q5_qh(b, 4), j)) * d + m;
 #elif WTYPE == T_Q8_0
   __global const uchar* b = row + (k >> 5) * 34;
-  const float d = vload_half(0, (__global const half*)b);
+  const float d = f16_at(b, 0);
   return convert_float8(vload8(0, (__global const char*)(b + 2) + (k & 31))) * d;
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
 #if WTYPE == T_Q4_K
@@ -123,8 +148,8 @@ inline float8 load8(__global const uchar* row, int k) {
   const int j = (k & 255) >> 5;  // sub-block
   const int l = k & 31;
   const float2 sm = k_scale_min(b + 4, j);
-  const float d = vload_half(0, (__global const half*)b) * sm.x;
-  const float m = vload_half(1, (__global const half*)b) * sm.y;
+  const float d = f16_at(b, 0) * sm.x;
+  const float m = f16_at(b, 1) * sm.y;
   const uchar8 q = vload8(0, b + qs_at + 32 * (j >> 1) + l);
   uchar8 v = (j & 1) ? (q >> (uchar8)(4)) : (q & (uchar8)(15));
 #if WTYPE == T_Q5_K
@@ -141,7 +166,7 @@ inline float8 load8(__global const uchar* row, int k) {
   __global const uchar* ql = b + half_ * 64;
   __global const uchar* qh = b + 128 + half_ * 32;
   __global const char* sc = (__global const char*)(b + 192) + half_ * 8;
-  const float d = vload_half(0, (__global const half*)(b + 208));
+  const float d = f16_at(b + 208, 0);
   const uchar8 lo = vload8(0, ql + l + ((quarter & 1) ? 32 : 0));
   const uchar8 hi = vload8(0, qh + l);
   const uchar8 low4 = (quarter < 2) ? (lo & (uchar8)(15)) : (lo >> (uchar8)(4));
@@ -169,22 +194,22 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
   return fma(bf16_16(w), xl, fma(bf16_16(w + 16), xh, acc));
 #elif WTYPE == T_Q4_0
   __global const uchar* blk = row + b * 18;
-  const float d = vload_half(0, (__global const half*)blk);
+  const float d = f16_at(blk, 0);
   const uchar16 q = vload16(0, blk + 2);
   const float16 lo = convert_float16(q & (uchar16)(15)) - 8.0f;
   const float16 hi = convert_float16(q >> (uchar16)(4)) - 8.0f;
   return fma((float16)(d), fma(lo, xl, hi * xh), acc);
 #elif WTYPE == T_Q4_1
   __global const uchar* blk = row + b * 20;
-  const float d = vload_half(0, (__global const half*)blk);
-  const float m = vload_half(1, (__global const half*)blk);
+  const float2 dm = f16x2_at(blk);
+  const float d = dm.x, m = dm.y;
   const uchar16 q = vload16(0, blk + 4);
   const float16 lo = convert_float16(q & (uchar16)(15));
   const float16 hi = convert_float16(q >> (uchar16)(4));
   return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
 #elif WTYPE == T_Q5_0
   __global const uchar* blk = row + b * 22;
-  const float d = vload_half(0, (__global const half*)blk);
+  const float d = f16_at(blk, 0);
   const uint qh = q5_qh(blk, 2);
   const uchar16 q = vload16(0, blk + 6);
   const float16 lo = convert_float16((q & (uchar16)(15)) | q5_bits16(qh, 0)) - 16.0f;
@@ -192,8 +217,8 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
   return fma((float16)(d), fma(lo, xl, hi * xh), acc);
 #elif WTYPE == T_Q5_1
   __global const uchar* blk = row + b * 24;
-  const float d = vload_half(0, (__global const half*)blk);
-  const float m = vload_half(1, (__global const half*)blk);
+  const float d = f16_at(blk, 0);
+  const float m = f16_at(blk, 1);
   const uint qh = q5_qh(blk, 4);
   const uchar16 q = vload16(0, blk + 8);
   const float16 lo = convert_float16((q & (uchar16)(15)) | q5_bits16(qh, 0));
@@ -201,7 +226,7 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
   return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
 #elif WTYPE == T_Q8_0
   __global const uchar* blk = row + b * 34;
-  const float d = vload_half(0, (__global const half*)blk);
+  const float d = f16_at(blk, 0);
   __global const char* q = (__global const char*)(blk + 2);
   return fma((float16)(d), fma(convert_float16(vload16(0, q)), xl, convert_float16(vload16(1, q)) * xh), acc);
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
@@ -217,8 +242,8 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
 #endif
   const int j = b & 7;
   const float2 sm = k_scale_min(sb + 4, j);
-  const float d = vload_half(0, (__global const half*)sb) * sm.x;
-  const float m = vload_half(1, (__global const half*)sb) * sm.y;
+  const float d = f16_at(sb, 0) * sm.x;
+  const float m = f16_at(sb, 1) * sm.y;
   __global const uchar* qs = sb + qs_at + 32 * (j >> 1);
   const uchar16 q0 = vload16(0, qs), q1 = vload16(1, qs);
   uchar16 l0 = (j & 1) ? (q0 >> (uchar16)(4)) : (q0 & (uchar16)(15));
@@ -236,7 +261,7 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
   __global const uchar* ql = sb + half_ * 64 + ((quarter & 1) ? 32 : 0);
   __global const uchar* qh = sb + 128 + half_ * 32;
   __global const char* sc = (__global const char*)(sb + 192) + half_ * 8 + 2 * quarter;
-  const float d = vload_half(0, (__global const half*)(sb + 208));
+  const float d = f16_at(sb + 208, 0);
   float16 out = acc;
   for (int p = 0; p < 2; ++p) {  // elements 0..15 then 16..31 (each has its own scale)
     const uchar16 lo = vload16(p, ql);

@@ -33,6 +33,7 @@ class Forward {
   // max_chunk: most tokens one eval() takes (prefill chunk); lm_tile: vocabulary rows per
   // cross-entropy tile.
   Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile = 4096);
+  const DeviceModel& model() const { return m_; }
   // Device bytes the forward pass allocates (activations + scratch, and the local store of a
   // model with sliding-window layers, under kv_cache) for a memory plan.
   static cl::MemoryPlan plan(const LlamaConfig& cfg, int max_chunk, const cl::Tuning& tuning, bool kv_half,

@@ -26,13 +26,14 @@ namespace infinipot::cli {
 nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m);  // tools/bench_gemm.cpp
 nlohmann::json bench_attention(const std::string& device, int reps, int n_heads, int n_kv_heads, int head_dim,
                                int chunk, const std::vector<int>& pasts);  // tools/bench_attention.cpp
+nlohmann::json bench_matvec(Engine& engine, int reps);  // tools/bench_matvec.cpp
 namespace {
 
 struct BenchOpts {
   std::string model, ctx = "4096", policies = "infinipot", pots = "1024", caps, haystack, device, kv_type = "auto";
   std::string out, llama_dir;
   int n_predict = 32, reps = 1, chunk = 0, threads = 0;
-  bool json = false, warmup = true, gemm = false, attention = false;
+  bool json = false, warmup = true, gemm = false, attention = false, matvec = false;
 };
 
 struct Stat {
@@ -271,6 +272,27 @@ void bench_gemm_only(const BenchOpts& o) {
                 g["n"].get<int>(), g["k"].get<int>(), g["gflops"].get<double>());
 }
 
+// --matvec: the decode products on this device instead of the sweep.
+void bench_matvec_only(const BenchOpts& o) {
+  Engine engine(engine_options(o.model, o.device, "", o.chunk, o.kv_type));
+  engine.prepare(64);
+  const nlohmann::json rows = bench_matvec(engine, o.reps);
+  write_out(o, rows);
+  if (o.json) {
+    std::cout << rows.dump(1) << std::endl;
+    return;
+  }
+  std::printf("Decode products (one input row) on %s: us per product over every layer in turn (median of %d runs)\n"
+              "| path  | product   | type |  rows |  cols |      us |  min us |  GB/s |\n"
+              "| ----- | --------- | ---- | ----: | ----: | ------: | ------: | ----: |\n",
+              engine.context().device().name.c_str(), o.reps);
+  for (const auto& r : rows)
+    std::printf("| %-5s | %-9s | %-4s | %5d | %5d | %7.1f | %7.1f | %5.2f |\n", r["path"].get<std::string>().c_str(),
+                r["product"].get<std::string>().c_str(), r["type"].get<std::string>().c_str(), r["rows"].get<int>(),
+                r["cols"].get<int>(), r["seconds"].get<double>() * 1e6, r["seconds_min"].get<double>() * 1e6,
+                r["gbps"].get<double>());
+}
+
 // --attention: the prefill attention variants on this device, at the model's head shape.
 void bench_attention_only(const BenchOpts& o) {
   Engine engine(engine_options(o.model, o.device, "", o.chunk, o.kv_type));  // the model's shape only
@@ -294,8 +316,10 @@ void bench_attention_only(const BenchOpts& o) {
 
 void bench(const BenchOpts& o) {
   if (o.reps < 1) throw CLI::ValidationError("-r/--reps must be at least 1, got " + std::to_string(o.reps));
-  if (o.gemm && o.attention) throw CLI::ValidationError("--gemm and --attention each replace the sweep; give one");
+  if (int(o.gemm) + int(o.attention) + int(o.matvec) > 1)
+    throw CLI::ValidationError("--gemm, --attention and --matvec each replace the sweep; give one");
   if (o.gemm) return bench_gemm_only(o);
+  if (o.matvec) return bench_matvec_only(o);
   if (o.attention) return bench_attention_only(o);
   if (o.n_predict < 2) throw CLI::ValidationError("-n must be at least 2 (decode speed needs two tokens), got " + std::to_string(o.n_predict));
   std::vector<int> ctxs;
@@ -434,6 +458,8 @@ void add_bench_command(CLI::App& app) {
                 "rows (--chunk, default 512) after each --ctx cached entries (e.g. --ctx 512,1024,4096)");
   sub->add_flag("--gemm", o->gemm, "Instead of the sweep: GFLOP/s of the GEMM backends (packed, CLBlast) on the "
                                    "model's prefill shapes");
+  sub->add_flag("--matvec", o->matvec, "Instead of the sweep: microseconds and GB/s of the model's decode products "
+                                       "(layer 0 and the LM head, float and integer paths), and one token's worth");
   sub->add_flag("--json", o->json, "Print the rows as one JSON list instead of the table");
   sub->callback([o] { bench(*o); });
 }

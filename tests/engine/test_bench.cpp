@@ -219,6 +219,44 @@ TEST_F(Bench, AttentionTimesEveryVariantAtTheModelsHeads) {
   EXPECT_TRUE(test::fails_cleanly(bench({"--attention", "--gemm"}, kQuick), {"--gemm", "--attention"}, 2, kQuick));
 }
 
+// --matvec: every decode product of the model (float, the fused forms, int8 where the type
+// has it) and one token's worth per path; the rates are what the bytes and seconds say.
+TEST_F(Bench, MatvecTimesEveryDecodeProduct) {
+  TinyLlamaOptions o;
+  o.matrix_type = gguf::TensorType::Q4_1;  // SmolLM2's encodings: Q4_1 layers, a Q8_0 tied head
+  o.embd_type = gguf::TensorType::Q8_0;
+  const std::string model = dir_.file("tiny-q4.gguf");
+  write_tiny_llama(model, o);
+  const std::string out = dir_.file("matvec.json");
+  const auto r = test::run_infinipot({"bench", "-m", model, "--matvec", "-r", "2", "--json", "--out", out}, {{}, kRun});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  const json rows = json::parse(r.out);
+  std::ifstream written(out);
+  ASSERT_TRUE(written) << "--out " << out << " was not written";
+  EXPECT_EQ(json::parse(written), rows);
+  std::multiset<std::string> seen;
+  for (const auto& row : rows) {
+    const std::string path = row["path"], product = row["product"];
+    seen.insert(path + " " + product);
+    const double s = row["seconds"], bytes = row["bytes"];
+    ASSERT_GT(s, 0.0) << row.dump();
+    ASSERT_GT(bytes, 0.0) << row.dump();
+    EXPECT_NEAR(row["gbps"].get<double>(), bytes / s / 1e9, 1e-9 * bytes / s / 1e9) << row.dump();
+    if (product == "one token") continue;
+    EXPECT_LE(row["seconds_min"].get<double>(), s) << row.dump();
+    EXPECT_EQ(row["type"], product == "lm_head" ? "Q8_0" : "Q4_1") << row.dump();
+    // A Q4_1 row: 20 bytes per 32 weights; Q8_0: 34.
+    const double per_block = product == "lm_head" ? 34 : 20;
+    EXPECT_EQ(bytes, row["rows"].get<double>() * row["cols"].get<double>() / 32 * per_block) << row.dump();
+  }
+  const std::multiset<std::string> expected = {
+      "float q|k|v", "float o", "float gate|up", "float down", "float lm_head", "fused q|k|v", "fused gate|up",
+      "fused lm_head", "int8 q|k|v", "int8 o", "int8 gate|up", "int8 down", "int8 lm_head", "float one token",
+      "fused one token", "int8 one token"};
+  EXPECT_EQ(seen, expected);
+  EXPECT_TRUE(test::fails_cleanly(bench({"--matvec", "--gemm"}, kQuick), {"--gemm", "--matvec"}, 2, kQuick));
+}
+
 // Runs `infinipot args` with stderr on a pseudo-terminal (stdout to /dev/null); what the
 // terminal showed.
 std::string run_on_terminal(const std::vector<std::string>& args) {

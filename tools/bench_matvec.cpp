@@ -1,0 +1,135 @@
+// `infinipot bench --matvec`: the model's decode products, one input row, timed kernel by
+// kernel on its real weights. A timed run launches one product in every layer in turn (the
+// LM head: 3 times), so the weights stream from memory as in decode rather than from a cache
+// that one matrix repeated would stay in. Paths: "float" (`matvec`, each weight converted to
+// float), "fused" (the forms decode runs under matvec_fusion: RMSNorm in the input read,
+// gate|up with its activation), "int8" (`quantize_q8` + `matvec_q8`, for the types that have
+// it). Each row: microseconds per product and weight bytes read per second; "one token" adds
+// a path's products over the layers and the head once (a product the path lacks counts at
+// its float time): the products' part of a decode step, without the other kernels.
+#include <functional>
+#include <random>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "model_loader/quant.h"
+#include "runtime/ops.h"
+#include "tools/bench_timing.h"
+
+namespace infinipot::cli {
+namespace {
+
+struct Product {
+  std::string name;
+  std::function<const ops::DeviceWeight&(const DeviceLayer&)> of;  // null: the LM head
+};
+
+constexpr int kHeadLaunches = 3;  // LM head products per timed run
+
+}  // namespace
+
+nlohmann::json bench_matvec(Engine& engine, int reps) {
+  cl::Context& ctx = engine.context();
+  const DeviceModel& m = engine.forward().model();
+  const LlamaConfig& cfg = m.cfg;
+  const DeviceLayer& L0 = m.layers.at(0);
+  std::vector<Product> products;
+  if (L0.wqkv.buf) {
+    products.push_back({"q|k|v", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wqkv; }});
+  } else {
+    products.push_back({"q", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wq; }});
+    products.push_back({"k", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wk; }});
+    products.push_back({"v", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wv; }});
+  }
+  products.push_back({"o", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wo; }});
+  if (L0.w_gate_up.buf) {
+    products.push_back({"gate|up", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_gate_up; }});
+  } else {
+    products.push_back({"gate", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_gate; }});
+    products.push_back({"up", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_up; }});
+  }
+  products.push_back({"down", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_down; }});
+  products.push_back({"lm_head", nullptr});
+
+  const int widest = std::max({cfg.n_embd, cfg.n_ff, cfg.n_head * cfg.head_dim});
+  const int tallest = std::max({m.lm_head().rows, 2 * cfg.n_ff, (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim});
+  std::vector<float> host(widest);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : host) v = nd(rng);
+  cl::Buffer x = ctx.memory().alloc(cl::MemCategory::Activations, host.size() * 4, "bench.x");
+  ctx.write(x, host.data(), host.size() * 4);
+  cl::Buffer xq = ctx.memory().alloc(cl::MemCategory::Activations, (widest / 32) * 40 + 64, "bench.xq");
+  cl::Buffer y = ctx.memory().alloc(cl::MemCategory::Activations, size_t(tallest) * 4, "bench.y");
+
+  nlohmann::json out = nlohmann::json::array();
+  // launch(W, L): one product of layer L's weight W (L null: the LM head).
+  using Launch = std::function<void(const ops::DeviceWeight&, const DeviceLayer*)>;
+  auto time_product = [&](const std::string& path, const Product& p, const Launch& launch) {
+    const ops::DeviceWeight& W0 = p.of ? p.of(L0) : m.lm_head();
+    const int launches = p.of ? static_cast<int>(m.layers.size()) : kHeadLaunches;
+    auto t = time_runs(reps, [&] {
+      for (int i = 0; i < launches; ++i) {
+        if (p.of) launch(p.of(m.layers[i]), &m.layers[i]);
+        else launch(W0, nullptr);
+      }
+      ctx.finish();
+    });
+    std::sort(t.begin(), t.end());
+    const double med = median(t) / launches, best = t.front() / launches;
+    const double bytes = double(W0.rows) * W0.row_bytes;
+    out.push_back({{"path", path}, {"product", p.name}, {"type", quant::traits(W0.type).name}, {"rows", W0.rows},
+                   {"cols", W0.cols}, {"bytes", bytes}, {"seconds", med}, {"seconds_min", best},
+                   {"gbps", bytes / med / 1e9}, {"device", ctx.device().name}});
+  };
+
+  for (const auto& p : products) {
+    time_product("float", p, [&](const ops::DeviceWeight& W, const DeviceLayer*) {
+      ops::matvec(ctx, W, x, 1, y, W.rows, false);
+    });
+  }
+  // Fused forms, in place of the plain products they stand for in decode.
+  const ops::Glu act = cfg.ffn_act == FfnActivation::GeluTanh ? ops::Glu::GeluTanh : ops::Glu::Silu;
+  for (const auto& p : products) {
+    const bool qkv = p.name == "q|k|v", gate_up = p.name == "gate|up", head = !p.of;
+    if (!qkv && !gate_up && !head) continue;
+    time_product("fused", p, [&](const ops::DeviceWeight& W, const DeviceLayer* L) {
+      const ops::RowNorm norm{L ? (gate_up ? &L->ffn_norm : &L->attn_norm) : &m.output_norm, cfg.rms_eps};
+      if (gate_up) ops::matvec_glu(ctx, W, W, cfg.n_ff, cfg.n_ff, act, x, norm, 1, y);
+      else ops::matvec_norm(ctx, W, x, norm, 1, y, W.rows);
+    });
+  }
+  for (const auto& p : products) {
+    const ops::DeviceWeight& W0 = p.of ? p.of(L0) : m.lm_head();
+    if (!ops::matvec_q8_supports(W0.type)) continue;
+    time_product("int8", p, [&](const ops::DeviceWeight& W, const DeviceLayer*) {
+      ops::quantize_q8(ctx, x, 1, W.cols, xq);
+      ops::matvec_q8(ctx, W, xq, 1, y, W.rows, false);
+    });
+  }
+
+  auto row_of = [&](const std::string& product, const std::string& path) -> const nlohmann::json* {
+    for (const auto& r : out)
+      if (r["product"] == product && r["path"] == path) return &r;
+    return nullptr;
+  };
+  for (const std::string path : {"float", "fused", "int8"}) {
+    bool any = false;
+    double s = 0, bytes = 0;
+    for (const auto& p : products) {
+      const nlohmann::json* r = row_of(p.name, path);
+      any = any || r;
+      if (!r) r = row_of(p.name, "float");
+      const double times = p.of ? double(m.layers.size()) : 1.0;
+      s += times * (*r)["seconds"].get<double>();
+      bytes += times * (*r)["bytes"].get<double>();
+    }
+    if (any)
+      out.push_back({{"path", path}, {"product", "one token"}, {"type", ""}, {"rows", 0}, {"cols", 0},
+                     {"bytes", bytes}, {"seconds", s}, {"seconds_min", s}, {"gbps", bytes / s / 1e9},
+                     {"device", ctx.device().name}});
+  }
+  return out;
+}
+
+}  // namespace infinipot::cli
