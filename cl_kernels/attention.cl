@@ -319,6 +319,9 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
 #ifndef VEC_ROWS
 #define VEC_ROWS 1
 #endif
+#ifndef VEC_PASS
+#define VEC_PASS VEC_ROWS  // rows whose scores are computed together (VEC_ROWS % VEC_PASS == 0)
+#endif
 #ifdef KV_HALF
 #define KV_LOAD16(i, p) vload_half16((i), (p))
 #else
@@ -367,56 +370,64 @@ __kernel void attention_vec16(__global const float* q, const int ldq, __global c
     s[r] = 0.0f;
   }
   const int last = n_past + i0 + rows - 1;            // the last slot any row sees
-  const int start = max(0, n_past + i0 - window + 1);  // the first slot any row sees
+  // Blocks of 16 slots from slot 0 (the first one down to the first slot any row sees): each
+  // row's keys fall into the same blocks however many rows an item holds, so its sums, and
+  // the output, do not depend on VEC_ROWS (slots before a row's window are masked).
+  const int start = max(0, n_past + i0 - window + 1) & ~15;
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
   for (int j0 = start; j0 <= last; j0 += 16) {
     const int jn = min(16, last - j0 + 1);  // keys of this block some row sees
-    float sc[VEC_ROWS][16];
-    for (int jq = 0; jq < 16; jq += 4) {
-      // Four keys at a time; a key past `last` reads slot `last` (always in the cache) and is
-      // masked below, so the loop has no branch per key.
-      float4 f[VEC_ROWS][4];
-      for (int k4 = 0; k4 < 4; ++k4) {
-        __global const kv_t* kr = kb + (size_t)min(j0 + jq + k4, last) * HEAD_DIM;
-        float16 t[VEC_ROWS];
-        const float16 k0 = KV_LOAD16(0, kr);
-        for (int r = 0; r < VEC_ROWS; ++r) t[r] = qv[r][0] * k0;
-        for (int c = 1; c < C16; ++c) {
-          const float16 kc = KV_LOAD16(c, kr);
-          for (int r = 0; r < VEC_ROWS; ++r) t[r] = fma(qv[r][c], kc, t[r]);
+    // The block's 16 keys and values (8 KB for 64-float heads) stay in the L1 cache while
+    // every pass of VEC_PASS rows uses them: one load from further out per VEC_ROWS rows.
+    for (int r0 = 0; r0 < VEC_ROWS; r0 += VEC_PASS) {
+      float sc[VEC_PASS][16];
+      for (int jq = 0; jq < 16; jq += 4) {
+        // Four keys at a time; a key past `last` reads slot `last` (always in the cache) and
+        // is masked below, so the loop has no branch per key.
+        float4 f[VEC_PASS][4];
+        for (int k4 = 0; k4 < 4; ++k4) {
+          __global const kv_t* kr = kb + (size_t)min(j0 + jq + k4, last) * HEAD_DIM;
+          float16 t[VEC_PASS];
+          const float16 k0 = KV_LOAD16(0, kr);
+          for (int r = 0; r < VEC_PASS; ++r) t[r] = qv[r0 + r][0] * k0;
+          for (int c = 1; c < C16; ++c) {
+            const float16 kc = KV_LOAD16(c, kr);
+            for (int r = 0; r < VEC_PASS; ++r) t[r] = fma(qv[r0 + r][c], kc, t[r]);
+          }
+          for (int r = 0; r < VEC_PASS; ++r) f[r][k4] = fold16(t[r]);
         }
-        for (int r = 0; r < VEC_ROWS; ++r) f[r][k4] = fold16(t[r]);
+        const int4 j4 = (int4)(j0 + jq) + (int4)(0, 1, 2, 3);
+        for (int r = 0; r < VEC_PASS; ++r) {
+          const int limit = n_past + i0 + r0 + r;  // row r0 + r sees slots (limit - window, limit]
+          const float4 s4 = sum4x4(f[r][0], f[r][1], f[r][2], f[r][3]);
+          vstore4(select((float4)(-INFINITY), s4, (j4 <= (int4)(limit)) & (j4 > (int4)(limit - window))), jq / 4,
+                  sc[r]);
+        }
       }
-      const int4 j4 = (int4)(j0 + jq) + (int4)(0, 1, 2, 3);
-      for (int r = 0; r < VEC_ROWS; ++r) {
-        const int limit = n_past + i0 + r;  // row r sees slots (limit - window, limit]
-        const float4 s4 = sum4x4(f[r][0], f[r][1], f[r][2], f[r][3]);
-        vstore4(select((float4)(-INFINITY), s4, (j4 <= (int4)(limit)) & (j4 > (int4)(limit - window))), jq / 4,
-                sc[r]);
+      for (int r = 0; r < VEC_PASS; ++r) {
+        const int rr = r0 + r;
+        const float16 sv = vload16(0, sc[r]);
+        const float8 m8 = fmax(sv.lo, sv.hi);
+        const float4 m4 = fmax(m8.lo, m8.hi);
+        const float m_new = fmax(m[rr], fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w)));
+        if (m_new == -INFINITY) {  // the row has seen no key yet (its window starts later)
+          vstore16((float16)(0.0f), 0, sc[r]);
+          continue;
+        }
+        const float corr = exp(m[rr] - m_new);
+        const float16 p = exp(sv - m_new);
+        s[rr] = s[rr] * corr + sum16(p);
+        m[rr] = m_new;
+        vstore16(p, 0, sc[r]);
+        for (int c = 0; c < C16; ++c) acc[rr][c] *= corr;
       }
+      for (int c = 0; c < C16; ++c)
+        for (int jj = 0; jj < jn; ++jj) {
+          const float16 vv = KV_LOAD16(c, vb + (size_t)(j0 + jj) * HEAD_DIM);
+          for (int r = 0; r < VEC_PASS; ++r) acc[r0 + r][c] = fma((float16)(sc[r][jj]), vv, acc[r0 + r][c]);
+        }
     }
-    for (int r = 0; r < VEC_ROWS; ++r) {
-      const float16 sv = vload16(0, sc[r]);
-      const float8 m8 = fmax(sv.lo, sv.hi);
-      const float4 m4 = fmax(m8.lo, m8.hi);
-      const float m_new = fmax(m[r], fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w)));
-      if (m_new == -INFINITY) {  // the row has seen no key yet (its window starts later)
-        vstore16((float16)(0.0f), 0, sc[r]);
-        continue;
-      }
-      const float corr = exp(m[r] - m_new);
-      const float16 p = exp(sv - m_new);
-      s[r] = s[r] * corr + sum16(p);
-      m[r] = m_new;
-      vstore16(p, 0, sc[r]);
-      for (int c = 0; c < C16; ++c) acc[r][c] *= corr;
-    }
-    for (int c = 0; c < C16; ++c)
-      for (int jj = 0; jj < jn; ++jj) {
-        const float16 vv = KV_LOAD16(c, vb + (size_t)(j0 + jj) * HEAD_DIM);
-        for (int r = 0; r < VEC_ROWS; ++r) acc[r][c] = fma((float16)(sc[r][jj]), vv, acc[r][c]);
-      }
   }
   for (int r = 0; r < rows; ++r) {
     const float inv = 1.0f / s[r];

@@ -132,17 +132,18 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
   const float scale = score_scale(s);
   const int window = window_arg(s);
   if (c.tuning().attention_vec16 && n > 1 && s.head_dim % 16 == 0) {
-    // Query rows per work-item. "auto": two, which share each key and value load. On PoCL
-    // (2-core AVX2 EPYC) two rows ran fastest on both head sizes we run, though a 64-float
-    // head then spills its query and accumulator: SmolLM2 (64) 3-5% less attention time than
-    // one row through the pot, 4% over a 6.3K full cache; Gemma 3 (256) 35% less than four
-    // rows over 3.3K tokens (its 512-key window layers), 7% over 8.7K (docs/benchmarks.md,
-    // `bench --attention`). Each row's sums keep their order, so on layers without a window
-    // the rows per item change no bit of the output.
+    // Query rows per work-item, which share each block of 16 keys and values while it sits
+    // in the L1 cache; they compute their scores two at a time (VEC_PASS: more spill the
+    // registers). "auto": 16. On PoCL (2-core AVX2 EPYC), 512 rows after 1,024 entries:
+    // SmolLM2 (64-float heads) 0.031-0.042 s with 16-32 rows against 0.039-0.041 s with 2;
+    // Gemma 3 (256) 0.035-0.045 against 0.043-0.053 (docs/benchmarks.md, `bench --attention`).
+    // Each row's sums keep their order, so on layers without a window the rows per item
+    // change no bit of the output.
     const int tuned = c.tuning().attention_vec16_rows;
-    const int rows = tuned > 0 ? tuned : 2;
+    const int rows = tuned > 0 ? tuned : 16;
+    const int pass = rows % 2 == 0 ? 2 : 1;
     c.kernel("kv_format.cl+attention.cl", "attention_vec16",
-             attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows))
+             attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows) + " -DVEC_PASS=" + std::to_string(pass))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
         .launch(c.queue(), {size_t((n + rows - 1) / rows), size_t(s.n_heads)});
     return;

@@ -35,6 +35,9 @@ const std::vector<std::pair<std::string, std::string>> kAttentionVariants = {
     {"vec16 rows 1", "\"attention_vec16\": true, \"attention_vec16_rows\": 1"},
     {"vec16 rows 2", "\"attention_vec16\": true, \"attention_vec16_rows\": 2"},
     {"vec16 rows 4", "\"attention_vec16\": true, \"attention_vec16_rows\": 4"},
+    {"vec16 rows 8", "\"attention_vec16\": true, \"attention_vec16_rows\": 8"},
+    {"vec16 rows 16", "\"attention_vec16\": true, \"attention_vec16_rows\": 16"},
+    {"vec16 rows 32", "\"attention_vec16\": true, \"attention_vec16_rows\": 32"},
     {"tiled 16x32", "\"attention_vec16\": false, \"attention_tile_rows\": 16, \"attention_key_tile\": 32"},
     {"untiled", "\"attention_vec16\": false, \"attention_tile_rows\": 1"},
 };

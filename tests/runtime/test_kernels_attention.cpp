@@ -86,8 +86,9 @@ void expect_mass_of_all_rows(const std::string& what, cl::Context& cx, const ops
 // Every attention variant, each in a context tuned to run it: the untiled kernel (1 row per
 // work-item), the tiled one with the default tile and a small one whose tile boundaries fall
 // inside the test cases, and vec16 (a work-item per row and head; its 16-key blocks end
-// inside the cases too), also with 3 and 4 rows per work-item (the last work-item of a chunk
-// holds fewer rows, and the rows of one work-item see different keys).
+// inside the cases too), also with 3, 4 and 6 rows per work-item (the last work-item of a chunk
+// holds fewer rows, and the rows of one work-item see different keys; 4 and 6 rows take their
+// scores two rows per pass over each key block, 3 one) and the default (16 rows, 8 passes).
 std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_variants() {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
@@ -97,7 +98,7 @@ std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_vari
   variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true, "
                                                                       "\"attention_vec16_rows\": 1"));
   variants.emplace_back("vec16 auto", testing_support::context_with_tuning("\"attention_vec16\": true"));
-  for (int rows : {3, 4})
+  for (int rows : {3, 4, 6})
     variants.emplace_back("vec16 rows " + std::to_string(rows),
                           testing_support::context_with_tuning("\"attention_vec16\": true, \"attention_vec16_rows\": " +
                                                                std::to_string(rows)));
