@@ -133,14 +133,13 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
   const int window = window_arg(s);
   if (c.tuning().attention_vec16 && n > 1 && s.head_dim % 16 == 0) {
     // Query rows per work-item, which share each block of 16 keys and values while it sits
-    // in the L1 cache; they compute their scores two at a time (VEC_PASS: more spill the
-    // registers). "auto": 16. On PoCL (2-core AVX2 EPYC), 512 rows after 1,024 entries:
-    // SmolLM2 (64-float heads) 0.031-0.042 s with 16-32 rows against 0.039-0.041 s with 2;
-    // Gemma 3 (256) 0.035-0.045 against 0.043-0.053 (docs/benchmarks.md, `bench --attention`).
-    // Each row's sums keep their order, so on layers without a window the rows per item
-    // change no bit of the output.
+    // in the L1 cache, scoring two rows per pass (VEC_PASS: more spill the registers).
+    // "auto": 2. On PoCL (2-core AVX2 EPYC) two rows ran fastest on both head sizes we run
+    // before passes existed (docs/benchmarks.md); 8-32 rows in passes of two measured within
+    // this VM's noise of it, through the pot and in `bench --attention`. Blocks start on
+    // multiples of 16 slots, so the rows per item change no bit of the output.
     const int tuned = c.tuning().attention_vec16_rows;
-    const int rows = tuned > 0 ? tuned : 16;
+    const int rows = tuned > 0 ? tuned : 2;
     const int pass = rows % 2 == 0 ? 2 : 1;
     c.kernel("kv_format.cl+attention.cl", "attention_vec16",
              attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows) + " -DVEC_PASS=" + std::to_string(pass))

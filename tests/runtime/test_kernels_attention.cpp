@@ -88,7 +88,7 @@ void expect_mass_of_all_rows(const std::string& what, cl::Context& cx, const ops
 // inside the test cases, and vec16 (a work-item per row and head; its 16-key blocks end
 // inside the cases too), also with 3, 4 and 6 rows per work-item (the last work-item of a chunk
 // holds fewer rows, and the rows of one work-item see different keys; 4 and 6 rows take their
-// scores two rows per pass over each key block, 3 one) and the default (16 rows, 8 passes).
+// scores two rows per pass over each key block, 3 one) and the default ("auto").
 std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_variants() {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
