@@ -21,7 +21,7 @@ namespace {
 
 struct Product {
   std::string name;
-  std::function<const ops::DeviceWeight&(const DeviceLayer&)> of;  // null: the LM head
+  ops::DeviceWeight DeviceLayer::*weight;  // null: the LM head
 };
 
 constexpr int kHeadLaunches = 3;  // LM head products per timed run
@@ -34,21 +34,12 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
   const LlamaConfig& cfg = m.cfg;
   const DeviceLayer& L0 = m.layers.at(0);
   std::vector<Product> products;
-  if (L0.wqkv.buf) {
-    products.push_back({"q|k|v", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wqkv; }});
-  } else {
-    products.push_back({"q", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wq; }});
-    products.push_back({"k", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wk; }});
-    products.push_back({"v", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wv; }});
-  }
-  products.push_back({"o", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.wo; }});
-  if (L0.w_gate_up.buf) {
-    products.push_back({"gate|up", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_gate_up; }});
-  } else {
-    products.push_back({"gate", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_gate; }});
-    products.push_back({"up", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_up; }});
-  }
-  products.push_back({"down", [](const DeviceLayer& L) -> const ops::DeviceWeight& { return L.w_down; }});
+  if (L0.wqkv.buf) products.push_back({"q|k|v", &DeviceLayer::wqkv});
+  else products.insert(products.end(), {{"q", &DeviceLayer::wq}, {"k", &DeviceLayer::wk}, {"v", &DeviceLayer::wv}});
+  products.push_back({"o", &DeviceLayer::wo});
+  if (L0.w_gate_up.buf) products.push_back({"gate|up", &DeviceLayer::w_gate_up});
+  else products.insert(products.end(), {{"gate", &DeviceLayer::w_gate}, {"up", &DeviceLayer::w_up}});
+  products.push_back({"down", &DeviceLayer::w_down});
   products.push_back({"lm_head", nullptr});
 
   const int widest = std::max({cfg.n_embd, cfg.n_ff, cfg.n_head * cfg.head_dim});
@@ -66,11 +57,11 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
   // launch(W, L): one product of layer L's weight W (L null: the LM head).
   using Launch = std::function<void(const ops::DeviceWeight&, const DeviceLayer*)>;
   auto time_product = [&](const std::string& path, const Product& p, const Launch& launch) {
-    const ops::DeviceWeight& W0 = p.of ? p.of(L0) : m.lm_head();
-    const int launches = p.of ? static_cast<int>(m.layers.size()) : kHeadLaunches;
+    const ops::DeviceWeight& W0 = p.weight ? L0.*p.weight : m.lm_head();
+    const int launches = p.weight ? static_cast<int>(m.layers.size()) : kHeadLaunches;
     auto t = time_runs(reps, [&] {
       for (int i = 0; i < launches; ++i) {
-        if (p.of) launch(p.of(m.layers[i]), &m.layers[i]);
+        if (p.weight) launch(m.layers[i].*p.weight, &m.layers[i]);
         else launch(W0, nullptr);
       }
       ctx.finish();
@@ -91,7 +82,7 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
   // Fused forms, in place of the plain products they stand for in decode.
   const ops::Glu act = cfg.ffn_act == FfnActivation::GeluTanh ? ops::Glu::GeluTanh : ops::Glu::Silu;
   for (const auto& p : products) {
-    const bool qkv = p.name == "q|k|v", gate_up = p.name == "gate|up", head = !p.of;
+    const bool qkv = p.name == "q|k|v", gate_up = p.name == "gate|up", head = !p.weight;
     if (!qkv && !gate_up && !head) continue;
     time_product("fused", p, [&](const ops::DeviceWeight& W, const DeviceLayer* L) {
       const ops::RowNorm norm{L ? (gate_up ? &L->ffn_norm : &L->attn_norm) : &m.output_norm, cfg.rms_eps};
@@ -100,7 +91,7 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
     });
   }
   for (const auto& p : products) {
-    const ops::DeviceWeight& W0 = p.of ? p.of(L0) : m.lm_head();
+    const ops::DeviceWeight& W0 = p.weight ? L0.*p.weight : m.lm_head();
     if (!ops::matvec_q8_supports(W0.type)) continue;
     time_product("int8", p, [&](const ops::DeviceWeight& W, const DeviceLayer*) {
       ops::quantize_q8(ctx, x, 1, W.cols, xq);
@@ -120,7 +111,7 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
       const nlohmann::json* r = row_of(p.name, path);
       any = any || r;
       if (!r) r = row_of(p.name, "float");
-      const double times = p.of ? double(m.layers.size()) : 1.0;
+      const double times = p.weight ? double(m.layers.size()) : 1.0;
       s += times * (*r)["seconds"].get<double>();
       bytes += times * (*r)["bytes"].get<double>();
     }
