@@ -2,8 +2,9 @@
 // kv_format.cl).
 //   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
 //   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 8; of 32 for block formats)
-// One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading x
-// once per block for all of them. ACCUM (-D): add into y (fused residual add).
+// One work-item computes ROWS consecutive outputs of one input row (global dim 1), one weight
+// row after the other (x stays in the L1 cache between them). ACCUM (-D): add into y (fused
+// residual add).
 //
 // Decode fusions (-D), each removing a launch and a round trip of an activation through memory:
 //   NORM: x is read as RMSNorm(x[r]) * nw (nw: [K] float, eps): the sum of squares of x[r] is
@@ -23,7 +24,7 @@
 //         angles cs[r] ([n_rows][n_rot/2] (cos, sin)) before they are written, and k and v rows
 //         also go to slot slot0 + r of their head in k_cache / v_cache ([n_kv_heads][cap][head_dim]).
 // Wu, up_row0, nw, eps are ignored by the variants that do not use them.
-#define ROWS 4  // weight rows per work-item (accumulators: 4 float16 fill half of AVX2's registers)
+#define ROWS 4  // weight rows per work-item
 #ifdef GLU
 #define OUTS 2  // gate rows 0, 1 and up rows 2, 3
 #else

@@ -42,8 +42,9 @@
 
 // Element i of the half values at p (the block scales), as float: exact for every half,
 // subnormals included, without float subnormal arithmetic (so also on devices that flush
-// them), and without a branch. PoCL's vload_half (CPUs have no cl_khr_fp16) is a software
-// conversion that branches per value, which cost decode more than the weight math it scales.
+// them), in a few integer operations and selects. PoCL's vload_half (CPUs have no
+// cl_khr_fp16) is a longer software conversion with several branches per value, which cost
+// decode more than the weight math it scales.
 inline float half_bits_to_float(uint h) {
   const uint em = h & 0x7fffu;
   const float normal = as_float((em << 13) + 0x38000000u);  // exponent rebiased 15 -> 127
