@@ -77,7 +77,8 @@ inline float16 row_dot(__global const uchar* w, __global const float* xr, __glob
 inline float sum_of_squares(__global const float* xr, const int K) {
   float16 sq = (float16)(0.0f);
   for (int b = 0; b < K / 32; ++b) {
-    const float16 xl = (float16)(x8(xr, 4 * b), x8(xr, 4 * b + 1)), xh = (float16)(x8(xr, 4 * b + 2), x8(xr, 4 * b + 3));
+    const float16 xl = (float16)(x8(xr, 4 * b), x8(xr, 4 * b + 1));
+    const float16 xh = (float16)(x8(xr, 4 * b + 2), x8(xr, 4 * b + 3));
     sq = fma(xl, xl, fma(xh, xh, sq));
   }
   for (int k = (K / 32) * 32; k < K; k += 8) {

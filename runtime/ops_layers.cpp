@@ -142,7 +142,8 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     const int rows = tuned > 0 ? tuned : 2;
     const int pass = rows % 2 == 0 ? 2 : 1;
     c.kernel("kv_format.cl+attention.cl", "attention_vec16",
-             attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows) + " -DVEC_PASS=" + std::to_string(pass))
+             attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows) +
+                 " -DVEC_PASS=" + std::to_string(pass))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
         .launch(c.queue(), {size_t((n + rows - 1) / rows), size_t(s.n_heads)});
     return;
