@@ -52,8 +52,11 @@ TEST(NihWorker, TwoWorkersShareAFileSkipFinishedTrialsAndReportAFailedCell) {
     b << out << cell << "0.5 --policy full,streaming:pot=256\n";
   }
   test::ProcOptions o;
-  const std::string both = "bash '" + kWorker + "' " + dir.file("a.txt") + " > " + dir.file("a.log") + " 2>&1 & bash '" +
-                           kWorker + "' " + dir.file("b.txt") + " > " + dir.file("b.log") + " 2>&1; wait %1; ea=$?; " +
+  // Worker a's status by its pid: a job spec (%1) is gone once bash has reaped a worker that
+  // finished first ("wait: %1: no such job", exit 127), while bash keeps the status of a
+  // background pid it was told of.
+  const std::string both = "bash '" + kWorker + "' " + dir.file("a.txt") + " > " + dir.file("a.log") + " 2>&1 & pa=$!; bash '" +
+                           kWorker + "' " + dir.file("b.txt") + " > " + dir.file("b.log") + " 2>&1; wait $pa; ea=$?; " +
                            "cat " + dir.file("a.log") + " " + dir.file("b.log") + "; exit $ea";
   o.env["INFINIPOT"] = launcher;
   o.env["MODEL"] = model;
