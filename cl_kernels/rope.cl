@@ -45,16 +45,31 @@ __kernel void rope_store_kv(__global float* qkv, const int ld, const int head_di
 //                      (freq_factors: [n_rot/2], Llama 3's rope_freqs; all 1 for other models)
 //   rope_shift:        k_cache[h][slot] rotated by its table entry (delta 0: untouched)
 //   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap] int   table: [n_heads][cap][n_rot/2] float2
+// One work-item per (i, block of `per_item` slots, head): pow and the factor once per item,
+// and cos/sin only where the delta changes from the slot before (a run of survivors that moved
+// together shares one delta). Every entry is the same expression as one work-item per entry
+// would compute, so the table is bit for bit the same.
 __kernel void rope_shift_angles(__global const int* delta, const int cap, const int n_rot, const int n_slots,
-                                const float theta_base, __global const float* freq_factors,
+                                const int per_item, const float theta_base, __global const float* freq_factors,
                                 __global float2* table) {
   const int i = get_global_id(0);
-  const int slot = get_global_id(1);
+  const int first = get_global_id(1) * per_item;
   const int h = get_global_id(2);
-  if (2 * i >= n_rot || slot >= n_slots) return;
-  const int d = delta[h * cap + slot];
-  const float angle = (float)d * pow(theta_base, -2.0f * (float)i / (float)n_rot) / freq_factors[i];
-  table[((size_t)h * cap + slot) * (n_rot / 2) + i] = (float2)(cos(angle), sin(angle));
+  if (2 * i >= n_rot || first >= n_slots) return;
+  const float inv_freq = pow(theta_base, -2.0f * (float)i / (float)n_rot);
+  const float factor = freq_factors[i];
+  const int end = min(first + per_item, n_slots);
+  int last = 0;
+  float2 cs = (float2)(1.0f, 0.0f);  // delta 0
+  for (int slot = first; slot < end; ++slot) {
+    const int d = delta[h * cap + slot];
+    if (slot == first || d != last) {
+      const float angle = (float)d * inv_freq / factor;
+      cs = (float2)(cos(angle), sin(angle));
+      last = d;
+    }
+    table[((size_t)h * cap + slot) * (n_rot / 2) + i] = cs;
+  }
 }
 
 __kernel void rope_shift(__global kv_t* k_cache, const int cap, const int head_dim, const int n_rot,

@@ -73,14 +73,17 @@ std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float the
 
 size_t rope_shift_table_bytes(int n_heads, int cap, int n_rot) { return size_t(n_heads) * cap * (n_rot / 2) * 8; }
 
+// Slots per work-item of rope_shift_angles (rope.cl says why it loops).
+constexpr int kRopeShiftSlots = 16;
+
 void rope_shift_angles(Context& c, const Buffer& delta, int n_heads, int cap, int n_rot, int n_slots, float theta,
                        const Buffer& freq_factors, Buffer& table) {
   if (table.bytes() < rope_shift_table_bytes(n_heads, cap, n_rot)) throw cl::ClError("invalid launch: rope_shift table too small");
   if (freq_factors.bytes() < size_t(n_rot / 2) * sizeof(float))
     throw cl::ClError("invalid launch: rope_shift_angles freq_factors smaller than n_rot/2 floats");
   c.kernel("kv_format.cl+rope.cl", "rope_shift_angles")
-      .args(delta, cap, n_rot, n_slots, theta, freq_factors, table)
-      .launch(c.queue(), {size_t(n_rot / 2), size_t(n_slots), size_t(n_heads)});
+      .args(delta, cap, n_rot, n_slots, kRopeShiftSlots, theta, freq_factors, table)
+      .launch(c.queue(), {size_t(n_rot / 2), size_t((n_slots + kRopeShiftSlots - 1) / kRopeShiftSlots), size_t(n_heads)});
 }
 
 void rope_shift(Context& c, Buffer& k_cache, int n_heads, int cap, int head_dim, int n_rot, const Buffer& delta,

@@ -262,6 +262,51 @@ TEST_F(LayerKernel, RopeShiftMatchesReference) {
   EXPECT_TRUE(all_close("rope_shift", download_all(d_k), expect, tol));
 }
 
+// rope_shift_angles works out a block of slots per work-item and computes cos/sin only where the
+// delta changes: runs of one delta (survivors that moved together) that cross the blocks, a
+// ragged last block, and a run that starts at a block's first slot must all land as the
+// one-entry formula does.
+TEST_F(LayerKernel, RopeShiftRunsOfOneDeltaAcrossWorkItemBlocks) {
+  ShiftCase s;
+  s.cap = 53;
+  s.n_slots = 50;  // 16 + 16 + 16 + 2
+  s.pos.assign(size_t(s.n_heads) * s.cap, 0);
+  s.delta.assign(s.pos.size(), 0);
+  for (int h = 0; h < s.n_heads; ++h)
+    for (int slot = 0; slot < s.cap; ++slot) {
+      const int run = (slot + 3 * h) / 7;  // runs of 7 that start anywhere in a block
+      s.delta[size_t(h) * s.cap + slot] = run % 4 == 0 ? 0 : -(run * 211) % 1700 + (run % 2) * 150;
+    }
+  s.delta[size_t(1) * s.cap + 16] = -5;  // a value of its own at a block's first slot
+  const std::vector<float> k = random_floats(s.floats(), 304);
+  auto d_k = upload(k);
+  auto d_delta = upload(s.delta);
+  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
+  auto d_ones = upload(std::vector<float>(size_t(s.n_rot / 2), 1.0f));
+  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_ones, d_table);
+  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
+  std::vector<float> expect = k;
+  ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
+  auto tol = [&](size_t i) {
+    const size_t e = i / s.head_dim;
+    if (int(e % s.cap) >= s.n_slots || s.delta[e] == 0) return 0.0;
+    return s.tol(expect, i, rope_tol(s.delta[e]));
+  };
+  EXPECT_TRUE(all_close("rope_shift in runs", download_all(d_k), expect, tol));
+  // Entries of one delta hold the very same (cos, sin), whichever work-item wrote them.
+  std::vector<float> table(ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot) / sizeof(float));
+  ctx().read(d_table, table.data(), table.size() * sizeof(float));
+  const size_t pair_floats = size_t(s.n_rot);  // n_rot/2 pairs of (cos, sin)
+  for (int h = 0; h < s.n_heads; ++h)
+    for (int a = 0; a < s.n_slots; ++a)
+      for (int b = a + 1; b < s.n_slots; ++b)
+        if (s.delta[size_t(h) * s.cap + a] == s.delta[size_t(h) * s.cap + b])
+          ASSERT_TRUE(std::equal(table.begin() + (size_t(h) * s.cap + a) * pair_floats,
+                                 table.begin() + (size_t(h) * s.cap + a + 1) * pair_floats,
+                                 table.begin() + (size_t(h) * s.cap + b) * pair_floats))
+              << "head " << h << " slots " << a << " and " << b;
+}
+
 // With Llama 3's frequency factors: each pair's shift angle divided by its factor, as the
 // reference rotates; a factor table shorter than n_rot/2 is refused.
 TEST_F(LayerKernel, RopeShiftWithFrequencyFactorsMatchesReference) {
