@@ -177,6 +177,25 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
 
 }  // namespace
 
+namespace {
+// The catalyst: CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
+std::vector<TokenId> catalyst_of(Engine& engine, const PromptParts& parts, const std::string& question,
+                                 const AnswerOptions& o, int* question_rows) {
+  const std::string cap_text = !o.catalyst.empty() ? o.catalyst : !question.empty() ? question : kGeneralCatalyst;
+  return MemoryPot::needs_of(o.pot).catalyst ? engine.catalyst_prompt(parts, cap_text, question_rows)
+                                              : std::vector<TokenId>{};
+}
+
+int whole_entries(const PotLayout& layout) { return layout.pinned + layout.body + layout.catalyst + layout.final_tokens; }
+}  // namespace
+
+int whole_input_entries(Engine& engine, const std::string& document, const std::string& question,
+                        const AnswerOptions& o) {
+  const PromptParts parts = engine.prompt_parts(o.system, document, question, o.raw);
+  int question_rows = 0;
+  return whole_entries(Engine::pot_layout(parts, catalyst_of(engine, parts, question, o, &question_rows), o.n_predict));
+}
+
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& o) {
   if (!o.load_pot.empty()) {
     GenerateOptions go;
@@ -201,11 +220,8 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   }
 
   PotOptions po = o.pot;
-  // CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
-  const std::string cap_text = !o.catalyst.empty() ? o.catalyst : !question.empty() ? question : kGeneralCatalyst;
   int question_rows = 0;
-  const std::vector<TokenId> catalyst =
-      MemoryPot::needs_of(po).catalyst ? engine.catalyst_prompt(parts, cap_text, &question_rows) : std::vector<TokenId>{};
+  const std::vector<TokenId> catalyst = catalyst_of(engine, parts, question, o, &question_rows);
   const PotLayout layout = Engine::pot_layout(parts, catalyst, o.n_predict);
   const bool whole = info.residency == Residency::WholeInput;
   if (whole) {
@@ -215,9 +231,13 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
     if (n <= pinned)
       throw std::invalid_argument("--pot " + std::to_string(n) + " with --policy snapkv keeps no more than the chat prefix (" +
                                   std::to_string(pinned) + " tokens); use --pot " + std::to_string(pinned + 1) + " or more");
-    po.capacity = layout.pinned + layout.body + layout.catalyst + layout.final_tokens;
+    const int needed = whole_entries(layout);
+    if (o.whole_capacity > 0 && o.whole_capacity < needed)
+      throw std::logic_error("answer: whole_capacity " + std::to_string(o.whole_capacity) + " is below this prompt's " +
+                             std::to_string(needed) + " entries");
+    po.capacity = std::max(needed, o.whole_capacity);
     // An input that fits in N entries is never distilled (size <= keep).
-    po.keep = std::min(n, po.capacity - layout.catalyst - 1);
+    po.keep = std::min(n, needed - layout.catalyst - 1);
   }
   po = MemoryPot::resolve(po, layout);
   engine.check_pot_chunk(layout.catalyst, po.capacity);
@@ -226,8 +246,8 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
     go.after_read = [&](const std::vector<TokenId>& stream) {
       write_pot_snapshot(o.save_pot, engine.pot()->capture(stream, engine.model_id()));
     };
-  if ((o.resume || o.after_chunk) && (whole || !o.oracle.empty()))
-    throw std::logic_error("answer: sharing a document prefix needs a pot of fixed size and no oracle");
+  if ((o.resume || o.after_chunk) && !o.oracle.empty())
+    throw std::logic_error("answer: sharing a document prefix needs a pot without an oracle");
   go.resume = o.resume;
   go.resume_body = o.resume_body;
   if (o.after_chunk)

@@ -19,6 +19,10 @@ struct AnswerOptions {
   int n_predict = 256;
   SamplerOptions sampler;
   int ctx = 0;               // full cache only: KV capacity (0 = prompt + n_predict)
+  // Whole-input policies (snapkv) only: hold at least this many entries (0 = what the prompt
+  // needs). nih gives every trial of a cell the largest need of them (whole_input_entries), so
+  // that their pots have the same settings and can share a document prefix.
+  int whole_capacity = 0;
   // The KV policy and the pot's shape: pot.policy names it (pot/policy_registry.h); pot.capacity
   // is --pot (ignored by full).
   PotOptions pot;
@@ -59,6 +63,11 @@ struct Answer {
 // std::invalid_argument for a layout that cannot work (naming the flag to change) and
 // cl::BudgetError when --device-mem cannot hold the plan.
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& opts);
+
+// The entries a whole-input policy (snapkv) holds for this prompt: the chat prefix, the
+// document, the catalyst and the final part with its answer (what answer() sizes it to).
+int whole_input_entries(Engine& engine, const std::string& document, const std::string& question,
+                        const AnswerOptions& opts);
 
 // The general catalyst prompt (CaP-G) when no question is known in advance.
 extern const char* const kGeneralCatalyst;

@@ -269,31 +269,10 @@ void nih_command(const NihOpts& o) {
       for (size_t k = g0; k < g1; ++k)
         if (std::find(cells[k].todo.begin(), cells[k].todo.end(), p) != cells[k].todo.end()) order.push_back(k);
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cells[a].depth > cells[b].depth; });
-      std::unique_ptr<nih::PrefixForks> forks;
-      if (o.share_prefix && order.size() > 1 && find_policy(s.name).residency == Residency::Pot && !s.oracle) {
-        std::vector<nih::PrefixForks::Trial> shared;
-        for (size_t k : order) {
-          const nih::Trial& tr = trials[k - g0];
-          shared.push_back({s.config() + "\n" + tr.question, engine.prompt_parts("", tr.doc.text, tr.question).body});
-        }
-        forks = std::make_unique<nih::PrefixForks>(std::move(shared), s.pot);
-      }
-      for (size_t f = 0; f < order.size(); ++f) {
-        const Cell& c = cells[order[f]];
-        const nih::Trial& tr = trials[order[f] - g0];
-        const nih::Document& doc = tr.doc;
-        const int n_predict = o.n_given ? o.n_predict : c.task->default_n_predict();
-        ++i;
-        const double eta = tokens_read > 0 ? tokens_left / (tokens_read / seconds) : NAN;
-        char head[512];
-        std::snprintf(head, sizeof head, "[%zu/%zu] %s %s %s %d d=%s t=%d", i, pending, task.c_str(), s.config().c_str(),
-                      hay.c_str(), c.length, depth_text(c.depth).c_str(), c.trial);
-        progress.status(std::string(head) + " | found " + std::to_string(found_n) + "/" + std::to_string(answered) +
-                        (errors ? " (" + std::to_string(errors) + " err)" : "") + " | last " +
-                        (last_tps > 0 ? std::to_string(std::lround(last_tps)) : "?") + " tok/s | ETA " + fmt_duration(eta));
-
+      // The answer's options for a trial of this policy (what its pot's settings come from).
+      auto options_for = [&](const Cell& c, const nih::Trial& tr) {
         AnswerOptions ao;
-        ao.n_predict = n_predict;
+        ao.n_predict = o.n_given ? o.n_predict : c.task->default_n_predict();
         ao.pot.policy = s.name;
         ao.pot.capacity = s.pot;
         ao.pot.keep = s.keep;
@@ -313,6 +292,43 @@ void nih_command(const NihOpts& o) {
         if (s.uses_pot()) ao.watch = tr.watch;
         ao.watch_attention = o.needle_attention;
         ao.pot_text = o.pot_text && s.uses_pot();
+        return ao;
+      };
+      const Residency residency = find_policy(s.name).residency;
+      // A whole-input policy sizes its store to the prompt: every trial of the group gets the
+      // largest, so that all have the same settings (and can share a prefix; entries past the
+      // prompt stay empty and change nothing).
+      int whole_capacity = 0;
+      if (residency == Residency::WholeInput)
+        for (size_t k : order)
+          whole_capacity = std::max(whole_capacity, whole_input_entries(engine, trials[k - g0].doc.text,
+                                                                        trials[k - g0].question,
+                                                                        options_for(cells[k], trials[k - g0])));
+      std::unique_ptr<nih::PrefixForks> forks;
+      if (o.share_prefix && order.size() > 1 && residency != Residency::FullCache && !s.oracle) {
+        std::vector<nih::PrefixForks::Trial> shared;
+        for (size_t k : order) {
+          const nih::Trial& tr = trials[k - g0];
+          shared.push_back({s.config() + "\n" + tr.question, engine.prompt_parts("", tr.doc.text, tr.question).body});
+        }
+        forks = std::make_unique<nih::PrefixForks>(std::move(shared), s.pot);
+      }
+      for (size_t f = 0; f < order.size(); ++f) {
+        const Cell& c = cells[order[f]];
+        const nih::Trial& tr = trials[order[f] - g0];
+        const nih::Document& doc = tr.doc;
+        ++i;
+        const double eta = tokens_read > 0 ? tokens_left / (tokens_read / seconds) : NAN;
+        char head[512];
+        std::snprintf(head, sizeof head, "[%zu/%zu] %s %s %s %d d=%s t=%d", i, pending, task.c_str(), s.config().c_str(),
+                      hay.c_str(), c.length, depth_text(c.depth).c_str(), c.trial);
+        progress.status(std::string(head) + " | found " + std::to_string(found_n) + "/" + std::to_string(answered) +
+                        (errors ? " (" + std::to_string(errors) + " err)" : "") + " | last " +
+                        (last_tps > 0 ? std::to_string(std::lround(last_tps)) : "?") + " tok/s | ETA " + fmt_duration(eta));
+
+        AnswerOptions ao = options_for(c, tr);
+        ao.whole_capacity = whole_capacity;
+        const int n_predict = ao.n_predict;
         if (progress.enabled())
           ao.on_prefill = [&](const PrefillProgress& p) { progress.status(std::string(head) + " | " + prefill_status(p)); };
 

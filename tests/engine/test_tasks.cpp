@@ -688,15 +688,16 @@ TEST(TaskCli, CatalystAndCrRopeAblationsReachThePot) {
 
 // Trials that share a document prefix resume from a snapshot of the pot (engine/prefix_forks.h)
 // and must end exactly where a full read ends: the same answers, needle retention, cycles and
-// positions (and the question's attention on the needle) as --no-prefix-sharing, for a scoring policy, an accumulating one (H2O) and a
-// recency one, on both kinds of haystack.
+// positions (and the question's attention on the needle) as --no-prefix-sharing, for a scoring policy, an accumulating one (H2O), a
+// recency one and a whole-input one (SnapKV: every trial of a cell holds the largest prompt's
+// entries, so their stores have one size), on both kinds of haystack.
 TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
   test::TempDir dir;
   const std::string model = test::tiny_model(dir, 4096);
   auto run = [&](const std::string& out, bool share) {
     std::vector<std::string> args = {"nih", "-m", model, "--lengths", "1500", "--depths", "0.2,0.6,0.9", "--trials", "2",
                                      "-n", "4", "--haystacks", "passkey,prose", "--chunk", "64",
-                                     "--policy", "infinipot:pot=256,h2o:pot=256,streaming:pot=256", "--out", out, "--pot-text",
+                                     "--policy", "infinipot:pot=256,h2o:pot=256,streaming:pot=256,snapkv:pot=256", "--out", out, "--pot-text",
                                      "--needle-attention"};
     if (!share) args.push_back("--no-prefix-sharing");
     auto r = test::run_infinipot(args, {{}, 900});
@@ -708,7 +709,7 @@ TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
   };
   const auto shared = run(dir.file("shared.jsonl"), true);
   const auto alone = run(dir.file("alone.jsonl"), false);
-  ASSERT_EQ(shared.size(), 36u);
+  ASSERT_EQ(shared.size(), 48u);
   ASSERT_EQ(alone.size(), shared.size());
   int resumed = 0;
   for (const auto& [id, rec] : shared) {
@@ -721,17 +722,17 @@ TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
                               "pot_digest", "pot_text", "needle_attention"})
       EXPECT_EQ(rec.at(field), ref.at(field)) << field;
     // --needle-attention: the question's share on the needle, per layer, from the policies with
-    // a catalyst (CaP's measure); null for the others.
-    if (rec.at("policy") == "infinipot")
+    // a catalyst (CaP's measure; SnapKV's observation window); null for the others.
+    if (rec.at("policy") == "infinipot" || rec.at("policy") == "snapkv")
       EXPECT_TRUE(rec.at("needle_attention").at("share_per_layer").is_array());
     else
       EXPECT_TRUE(rec.at("needle_attention").is_null());
     // --pot-text: what the pot held, with the gaps its distillations left.
     EXPECT_NE(rec.at("pot_text").get<std::string>().find("[\u2026"), std::string::npos);
   }
-  // 2 haystacks x 3 policies x 6 trials: all but the first of each group (the deepest needle)
+  // 2 haystacks x 4 policies x 6 trials: all but the first of each group (the deepest needle)
   // share at least the 64-token chunks before the shallowest needle (at ~300 tokens).
-  EXPECT_EQ(resumed, 2 * 3 * 5) << "every trial but the first of a group starts from a shared prefix";
+  EXPECT_EQ(resumed, 2 * 4 * 5) << "every trial but the first of a group starts from a shared prefix";
 }
 
 }  // namespace
