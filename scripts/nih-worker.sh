@@ -12,14 +12,18 @@
 #      MODEL      default models/SmolLM2-135M-Instruct.Q4_1.gguf
 #      THREADS    PoCL threads (default 1: on a 2-core VM two one-thread workers read ~25%
 #                 more tokens per second than one two-thread process; docs/results.md)
+#      CHECKPOINTS where each trial's pot is saved every 10 minutes of reading, so that a worker
+#                 stopped inside a long trial (a 128K one reads for most of an hour) goes on
+#                 from there when started again (default ~/.cache/infinipot/nih-checkpoints)
 # Several workers may share one OUTFILE (nih locks it for each append); give each its own LIST.
 set -uo pipefail
-[ $# -eq 1 ] && [ -f "$1" ] || { sed -n 2,15p "$0" >&2; exit 2; }
+[ $# -eq 1 ] && [ -f "$1" ] || { sed -n 2,18p "$0" >&2; exit 2; }
 list=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${INFINIPOT:-$root/build/infinipot}
 model=${MODEL:-$root/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 export POCL_MAX_PTHREAD_COUNT=${THREADS:-1}
+checkpoints=${CHECKPOINTS:-$HOME/.cache/infinipot/nih-checkpoints}
 [ -x "$bin" ] || { echo "nih-worker: $bin is not an executable; build it (scripts/build.sh) or set INFINIPOT" >&2; exit 1; }
 [ -f "$model" ] || { echo "nih-worker: no model at $model; run scripts/fetch-model.sh or set MODEL" >&2; exit 1; }
 cd "$root"
@@ -29,7 +33,7 @@ while IFS= read -r line <&3; do
   out=${line%% *}
   args=${line#* }
   echo "=== $(date -u +%FT%TZ) start: $line"
-  eval "\"\$bin\" nih -m \"\$model\" --out \"\$out\" $args"
+  eval "\"\$bin\" nih -m \"\$model\" --out \"\$out\" --checkpoint-dir \"\$checkpoints\" $args"
   rc=$?
   echo "=== $(date -u +%FT%TZ) end (exit $rc): $line"
   [ $rc -ne 0 ] && failed=$((failed + 1))

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "engine/answer.h"
 #include "engine/nih.h"
 #include "engine/prefix_forks.h"
+#include "engine/trial_checkpoint.h"
 #include "engine/tasks/task_registry.h"
 #include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
@@ -35,6 +37,9 @@ struct NihOpts {
   uint64_t seed = 1;
   bool table_only = false, json = false, n_given = false, question_given = false, needle_given = false;
   bool share_prefix = true, pot_text = false, needle_attention = false;
+  std::string checkpoint_dir;     // "" = no checkpoints (engine/trial_checkpoint.h)
+  double checkpoint_every = 600;  // seconds of reading between a trial's saves
+  int checkpoint_stop = 0;        // tests: exit (code 75) after this many saves, as a killed run would stop
 };
 
 // Built-in prose haystacks: name -> file under data/.
@@ -344,12 +349,35 @@ void nih_command(const NihOpts& o) {
         const auto t0 = std::chrono::steady_clock::now();
         auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
         std::string outcome;
-        const std::shared_ptr<const PotSnapshot> from = forks ? forks->start(f) : nullptr;
-        if (forks) {
-          ao.resume = from.get();
-          ao.resume_body = forks->start_body(f);
+        // Where the trial starts: a shared prefix (forks) or its own pot saved by a run that
+        // stopped in it (--checkpoint-dir), whichever has read further.
+        nih::TrialCheckpoint ckpt(s.uses_pot() ? o.checkpoint_dir : "",
+                                  o.out + "\n" + model_name + "\n" +
+                                      nih::trial_id(s.config(), hay, c.length, c.depth, c.trial, o.seed, task,
+                                                    variant(*c.task)),
+                                  o.checkpoint_every);
+        std::string unreadable;
+        std::shared_ptr<const PotSnapshot> from = forks ? forks->start(f) : nullptr;
+        ao.resume_body = forks ? forks->start_body(f) : 0;
+        if (const auto saved = ckpt.load(&unreadable)) {
+          const int body = static_cast<int>(saved->tokens.size()) -
+                           static_cast<int>(engine.prompt_parts("", doc.text, tr.question).prefix.size());
+          if (body > ao.resume_body) {
+            from = saved;
+            ao.resume_body = body;
+            r["checkpoint_at"] = body;
+          }
+        }
+        if (!unreadable.empty()) progress.line("warning: removed the unreadable checkpoint " + ckpt.path() + ": " + unreadable);
+        ao.resume = from.get();
+        if (forks || ckpt.enabled()) {
           ao.after_chunk = [&](int done, const std::function<PotSnapshot()>& capture) {
-            if (forks->wants(f, done)) forks->offer(f, done, std::make_shared<const PotSnapshot>(capture()));
+            std::shared_ptr<const PotSnapshot> snap;
+            if (forks && forks->wants(f, done)) forks->offer(f, done, snap = std::make_shared<const PotSnapshot>(capture()));
+            if (ckpt.due()) {
+              ckpt.save(snap ? *snap : capture());
+              if (o.checkpoint_stop > 0 && ckpt.saves() >= o.checkpoint_stop) std::_Exit(75);  // as a killed run: no cleanup
+            }
           };
           // The document tokens this trial did not read itself (0: it read them all).
           r["resumed_at"] = ao.resume_body;
@@ -407,8 +435,17 @@ void nih_command(const NihOpts& o) {
           r["wall_s"] = wall();
           if (!device_name.empty()) r["device"] = device_name;
           outcome = std::string("error: ") + e.what();
+        } catch (const std::logic_error& e) {
+          // A checkpoint another build saved (other pot settings, another prompt): recorded as
+          // an error, the file goes, and the next run reads the trial from its start.
+          if (!r.contains("checkpoint_at")) throw;
+          ++errors;
+          r["error"] = std::string("checkpoint: ") + e.what();
+          r["wall_s"] = wall();
+          outcome = std::string("error: ") + e.what();
         }
         nih::append_result(o.out, r);
+        ckpt.remove();
         if (forks) forks->finished(f);
         seconds += r["wall_s"].get<double>();
         tokens_read += c.length - ao.resume_body;
@@ -485,6 +522,13 @@ void add_nih_command(CLI::App& app) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_flag("--no-prefix-sharing{false}", o->share_prefix, "Read every document from its start, instead of "
                "resuming trials that share a document prefix from a snapshot of the pot (the same results, slower)");
+  sub->add_option("--checkpoint-dir", o->checkpoint_dir, "Save each trial's pot under DIR every --checkpoint-every "
+                  "seconds of reading, and start a trial that a stopped run left unfinished from its last save (long "
+                  "cells across restarts; the same records as a whole read); a trial's file goes once it is recorded");
+  sub->add_option("--checkpoint-every", o->checkpoint_every, "Seconds of reading between a trial's saves under "
+                  "--checkpoint-dir")->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  sub->add_option("--checkpoint-stop", o->checkpoint_stop, "Tests: exit with code 75 after this many saves")
+      ->group("");
   sub->add_flag("--needle-attention", o->needle_attention, "Record the share of the question's attention (CaP's "
                 "measure) on the needle once the document is read, per layer (field needle_attention; diagnostics)");
   sub->add_flag("--pot-text", o->pot_text, "Record the text each pot holds at the end (field pot_text; diagnostics)");

@@ -36,6 +36,7 @@ test::ProcResult start_worker(const std::string& launcher, const std::string& li
   test::ProcOptions o;
   o.env["INFINIPOT"] = launcher;
   o.env["MODEL"] = model;
+  o.env["CHECKPOINTS"] = std::filesystem::path(list).parent_path() / "checkpoints";
   o.timeout_s = timeout;
   return test::run_process({"/bin/bash", kWorker, list}, o);
 }
@@ -60,6 +61,7 @@ TEST(NihWorker, TwoWorkersShareAFileSkipFinishedTrialsAndReportAFailedCell) {
                            "cat " + dir.file("a.log") + " " + dir.file("b.log") + "; exit $ea";
   o.env["INFINIPOT"] = launcher;
   o.env["MODEL"] = model;
+  o.env["CHECKPOINTS"] = dir.file("checkpoints");
   o.timeout_s = 900;
   auto r = test::run_process({"/bin/bash", "-c", both}, o);
   ASSERT_FALSE(r.timed_out) << r.describe();
@@ -78,6 +80,10 @@ TEST(NihWorker, TwoWorkersShareAFileSkipFinishedTrialsAndReportAFailedCell) {
   EXPECT_EQ(res.records.size(), 4u);
   EXPECT_EQ(cells, (std::set<std::string>{"full@0.250000", "streaming:pot=256@0.750000", "full@0.500000",
                                           "streaming:pot=256@0.500000"}));
+  // The workers save the pot trials read under CHECKPOINTS (nih --checkpoint-dir) and drop
+  // each file once its trial is recorded.
+  EXPECT_TRUE(std::filesystem::is_directory(dir.file("checkpoints")));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("checkpoints")));
 
   // Started again: every trial is in the file, so nothing runs and nothing is appended.
   r = start_worker(launcher, dir.file("b.txt"), model, 300);

@@ -735,5 +735,72 @@ TEST(TaskCli, SharedPrefixesGiveTheRecordsOfFullReads) {
   EXPECT_EQ(resumed, 2 * 4 * 5) << "every trial but the first of a group starts from a shared prefix";
 }
 
+// --checkpoint-dir: a run that stops inside a trial (here after its third save, as a killed
+// run would) leaves the trial's pot on disk; the next run starts the trial from it and records
+// what a whole read records. An unreadable checkpoint is removed with a warning and the trial
+// read from its start. Files go once their trials are recorded.
+TEST(TaskCli, CheckpointedTrialsEndAsWholeReads) {
+  test::TempDir dir;
+  const std::string model = test::tiny_model(dir, 4096);
+  const std::string ckdir = dir.file("checkpoints");
+  const std::string policies = "infinipot:pot=256,h2o:pot=256,snapkv:pot=256";
+  auto run = [&](const std::string& out, const std::string& policy, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"nih", "-m", model, "--lengths", "1500", "--depths", "0.5", "--trials", "1",
+                                     "-n", "4", "--haystacks", "passkey", "--chunk", "64",
+                                     "--policy", policy, "--out", out};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test::run_infinipot(args, {{}, 900});
+  };
+  auto records = [&](const std::string& out) {
+    std::map<std::string, nlohmann::json> by_policy;
+    for (const auto& rec : load_results(out).records) by_policy[rec.at("policy")] = rec;
+    return by_policy;
+  };
+  auto files = [&] {
+    std::vector<std::string> names;
+    if (std::filesystem::exists(ckdir))
+      for (const auto& e : std::filesystem::directory_iterator(ckdir)) names.push_back(e.path().string());
+    return names;
+  };
+  const auto whole = run(dir.file("whole.jsonl"), policies, {});
+  ASSERT_TRUE(test::succeeded(whole)) << whole.describe();
+  const auto ref = records(dir.file("whole.jsonl"));
+  ASSERT_EQ(ref.size(), 3u);
+
+  const std::vector<std::string> ck = {"--checkpoint-dir", ckdir, "--checkpoint-every", "0"};
+  // A scoring policy, an accumulating one (H2O carries its sums) and a whole-input one; then
+  // a file that is not a pot.
+  for (const std::string policy : {"infinipot", "h2o", "snapkv", "corrupt"}) {
+    SCOPED_TRACE(policy);
+    const bool corrupt = policy == "corrupt";
+    const std::string out = dir.file(policy + ".jsonl");
+    const std::string spec = (corrupt ? "infinipot" : policy) + ":pot=256";
+    std::vector<std::string> stop = ck;
+    stop.insert(stop.end(), {"--checkpoint-stop", "3"});
+    const auto stopped = run(out, spec, stop);
+    EXPECT_EQ(stopped.exit_code, 75) << stopped.describe();
+    EXPECT_TRUE(records(out).empty()) << "it stopped inside its trial";
+    ASSERT_EQ(files().size(), 1u) << "the stopped trial's pot is on disk";
+    if (corrupt) std::ofstream(files()[0], std::ios::binary | std::ios::trunc) << "not a pot";
+    const auto resumed = run(out, spec, ck);
+    ASSERT_TRUE(test::succeeded(resumed)) << resumed.describe();
+    EXPECT_EQ(resumed.err.find("unreadable checkpoint") != std::string::npos, corrupt) << resumed.err;
+    EXPECT_TRUE(files().empty()) << "a recorded trial's checkpoint goes";
+    const auto got = records(out);
+    ASSERT_EQ(got.size(), 1u);
+    const nlohmann::json& rec = got.begin()->second;
+    SCOPED_TRACE(rec.dump());
+    ASSERT_FALSE(rec.contains("error"));
+    EXPECT_EQ(rec.contains("checkpoint_at"), !corrupt) << "the stopped trial starts from its save";
+    if (!corrupt) {  // three chunks read (of at most 64: the pot's room cuts some short)
+      EXPECT_GT(rec.at("checkpoint_at").get<int>(), 3);
+      EXPECT_LE(rec.at("checkpoint_at").get<int>(), 3 * 64);
+      EXPECT_EQ(rec.at("resumed_at"), rec.at("checkpoint_at"));
+    }
+    for (const char* field : {"answer", "found", "needle_kept", "ccd_cycles", "max_position", "prompt_tokens", "pot_digest"})
+      EXPECT_EQ(rec.at(field), ref.at(rec.at("policy").get<std::string>()).at(field)) << field;
+  }
+}
+
 }  // namespace
 }  // namespace infinipot::nih
