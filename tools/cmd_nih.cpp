@@ -84,6 +84,7 @@ void nih_command(const NihOpts& o) {
   if (o.trials < 1) throw CLI::ValidationError("--trials must be at least 1, got " + std::to_string(o.trials));
   if (o.n_given && o.n_predict < 1) throw CLI::ValidationError("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
   if (o.full_max < 0) throw CLI::ValidationError("--full-max must be >= 0 (0: the model's training context)");
+  if (!o.checkpoint_dir.empty()) nih::TrialCheckpoint(o.checkpoint_dir, "", o.checkpoint_every);  // makes the directory, or says why not
 
   // Lists and policies: usage errors (exit 2) name the flag.
   std::vector<nih::PolicySpec> specs;

@@ -578,6 +578,10 @@ TEST(NihCli, UsageErrorsExitTwoNamingTheFlag) {
   EXPECT_TRUE(test::fails_cleanly(nih({"--policy", "full:cr_rope=0"}), {"--policy", "full keeps the whole prompt"}, 2,
                                   kQuick));
   EXPECT_TRUE(test::fails_cleanly(nih({"-n", "0"}), {"-n"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(nih({"--checkpoint-every", "-1"}), {"--checkpoint-every"}, 2, kQuick));
+  // A checkpoint directory that cannot be made is refused before the model loads.
+  EXPECT_TRUE(test::fails_cleanly(nih({"--checkpoint-dir", "/proc/no-such-dir"}), {"--checkpoint-dir", "cannot create"},
+                                  std::nullopt, kQuick));
   EXPECT_TRUE(test::fails_cleanly(test::run_infinipot({"nih"}), {"-m"}, 2, kQuick));
 }
 
