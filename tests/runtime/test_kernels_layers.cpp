@@ -242,31 +242,49 @@ struct ShiftCase {
   }
 };
 
-TEST_F(LayerKernel, RopeShiftMatchesReference) {
-  ShiftCase s;
-  const std::vector<float> k = random_floats(s.floats(), 300);
-  auto d_k = upload(k);
-  auto d_delta = upload(s.delta);
-  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
-  auto d_ones = upload(std::vector<float>(size_t(s.n_rot / 2), 1.0f));
-  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_ones, d_table);
-  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
-  std::vector<float> expect = k;
-  ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
-  // Slots >= n_slots and entries with delta 0 must be untouched.
-  auto tol = [&](size_t i) {
-    const size_t e = i / s.head_dim;
-    if (int(e % s.cap) >= s.n_slots || s.delta[e] == 0) return 0.0;
-    return s.tol(expect, i, rope_tol(s.delta[e]));
+// Runs both shift steps on the device over a case's deltas (factors empty: all 1) and checks
+// the keys against the reference rotation: slots >= n_slots and entries with delta 0 must be
+// untouched, the rest within rope_tol of their delta.
+class RopeShift : public LayerKernel {
+ protected:
+  struct Shifted {
+    std::vector<float> keys, table;  // the device's keys and its (cos, sin) table
+    std::vector<float> expect;       // the reference's keys
   };
-  EXPECT_TRUE(all_close("rope_shift", download_all(d_k), expect, tol));
+  Shifted shift(const ShiftCase& s, const std::vector<float>& k, const std::vector<float>& factors = {}) {
+    const std::vector<float> f = factors.empty() ? std::vector<float>(size_t(s.n_rot / 2), 1.0f) : factors;
+    auto d_k = upload(k);
+    auto d_delta = upload(s.delta);
+    auto d_factors = upload(f);
+    const size_t table_bytes = ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot);
+    auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, table_bytes, "table");
+    ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_factors, d_table);
+    ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
+    Shifted out{download_all(d_k), download_all(d_table), k};
+    ref::rope_shift(out.expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta,
+                    factors.empty() ? nullptr : factors.data());
+    return out;
+  }
+  static std::function<double(size_t)> tolerance(const ShiftCase& s, const std::vector<float>& expect) {
+    return [&s, &expect](size_t i) {
+      const size_t e = i / s.head_dim;
+      if (int(e % s.cap) >= s.n_slots || s.delta[e] == 0) return 0.0;
+      return s.tol(expect, i, rope_tol(s.delta[e]));
+    };
+  }
+};
+
+TEST_F(RopeShift, MatchesReference) {
+  ShiftCase s;
+  const Shifted r = shift(s, random_floats(s.floats(), 300));
+  EXPECT_TRUE(all_close("rope_shift", r.keys, r.expect, tolerance(s, r.expect)));
 }
 
 // rope_shift_angles works out a block of slots per work-item and computes cos/sin only where the
 // delta changes: runs of one delta (survivors that moved together) that cross the blocks, a
 // ragged last block, and a run that starts at a block's first slot must all land as the
 // one-entry formula does.
-TEST_F(LayerKernel, RopeShiftRunsOfOneDeltaAcrossWorkItemBlocks) {
+TEST_F(RopeShift, RunsOfOneDeltaAcrossWorkItemBlocks) {
   ShiftCase s;
   s.cap = 53;
   s.n_slots = 50;  // 16 + 16 + 16 + 2
@@ -278,24 +296,10 @@ TEST_F(LayerKernel, RopeShiftRunsOfOneDeltaAcrossWorkItemBlocks) {
       s.delta[size_t(h) * s.cap + slot] = run % 4 == 0 ? 0 : -(run * 211) % 1700 + (run % 2) * 150;
     }
   s.delta[size_t(1) * s.cap + 16] = -5;  // a value of its own at a block's first slot
-  const std::vector<float> k = random_floats(s.floats(), 304);
-  auto d_k = upload(k);
-  auto d_delta = upload(s.delta);
-  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
-  auto d_ones = upload(std::vector<float>(size_t(s.n_rot / 2), 1.0f));
-  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_ones, d_table);
-  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
-  std::vector<float> expect = k;
-  ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
-  auto tol = [&](size_t i) {
-    const size_t e = i / s.head_dim;
-    if (int(e % s.cap) >= s.n_slots || s.delta[e] == 0) return 0.0;
-    return s.tol(expect, i, rope_tol(s.delta[e]));
-  };
-  EXPECT_TRUE(all_close("rope_shift in runs", download_all(d_k), expect, tol));
+  const Shifted r = shift(s, random_floats(s.floats(), 304));
+  EXPECT_TRUE(all_close("rope_shift in runs", r.keys, r.expect, tolerance(s, r.expect)));
   // Entries of one delta hold the very same (cos, sin), whichever work-item wrote them.
-  std::vector<float> table(ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot) / sizeof(float));
-  ctx().read(d_table, table.data(), table.size() * sizeof(float));
+  const std::vector<float>& table = r.table;
   const size_t pair_floats = size_t(s.n_rot);  // n_rot/2 pairs of (cos, sin)
   for (int h = 0; h < s.n_heads; ++h)
     for (int a = 0; a < s.n_slots; ++a)
@@ -309,28 +313,18 @@ TEST_F(LayerKernel, RopeShiftRunsOfOneDeltaAcrossWorkItemBlocks) {
 
 // With Llama 3's frequency factors: each pair's shift angle divided by its factor, as the
 // reference rotates; a factor table shorter than n_rot/2 is refused.
-TEST_F(LayerKernel, RopeShiftWithFrequencyFactorsMatchesReference) {
+TEST_F(RopeShift, WithFrequencyFactorsMatchesReference) {
   ShiftCase s;
   const std::vector<float> factors = llama3_like_factors(s.n_rot);
   const std::vector<float> k = random_floats(s.floats(), 303);
-  auto d_k = upload(k);
-  auto d_delta = upload(s.delta);
-  auto d_factors = upload(factors);
-  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
-  ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, d_factors, d_table);
-  ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
-  std::vector<float> expect = k;
-  ref::rope_shift(expect.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta, factors.data());
-  auto tol = [&](size_t i) {
-    const size_t e = i / s.head_dim;
-    if (int(e % s.cap) >= s.n_slots || s.delta[e] == 0) return 0.0;
-    return s.tol(expect, i, rope_tol(s.delta[e]));
-  };
-  EXPECT_TRUE(all_close("rope_shift with factors", download_all(d_k), expect, tol));
+  const Shifted r = shift(s, k, factors);
+  EXPECT_TRUE(all_close("rope_shift with factors", r.keys, r.expect, tolerance(s, r.expect)));
   // The factors matter: without them the same shift lands elsewhere.
   std::vector<float> plain = k;
   ref::rope_shift(plain.data(), s.n_heads, s.cap, s.head_dim, s.n_rot, s.delta.data(), s.n_slots, s.theta);
-  EXPECT_FALSE(all_close("rope_shift without factors", download_all(d_k), plain, tol));
+  EXPECT_FALSE(all_close("rope_shift without factors", r.keys, plain, tolerance(s, r.expect)));
+  auto d_delta = upload(s.delta);
+  auto d_table = ctx().memory().alloc(cl::MemCategory::Scratch, ops::rope_shift_table_bytes(s.n_heads, s.cap, s.n_rot), "table");
   auto short_factors = upload(std::vector<float>(size_t(s.n_rot / 2) - 1, 1.0f));
   EXPECT_THROW(ops::rope_shift_angles(ctx(), d_delta, s.n_heads, s.cap, s.n_rot, s.n_slots, s.theta, short_factors, d_table),
                cl::ClError);
@@ -361,7 +355,7 @@ TEST_F(LayerKernel, RopeShiftRefusesATableTooSmall) {
 // keys it no longer has: rope_shift(rope(k, p), d) must equal rope(k, p + d). Both rope(k, p)
 // (the input) and rope(k, p + d) (the expectation) come from the CPU reference (ref::rope_shift
 // of the unrotated keys by p and by p + d: RoPE at those positions, in double, rounded once).
-// Tolerance: rope_tol(d) per pair, as in RopeShiftMatchesReference, since only the device's
+// Tolerance: rope_tol(d) per pair, as in RopeShift.MatchesReference, since only the device's
 // rotation by d carries fp32 angle error; the two roundings of the reference to float (1/2 ulp
 // of the input and of the expectation, ~1.2 ulp * L together) fit inside its kRopeBaseUlps.
 TEST_F(LayerKernel, RopeShiftOfRopeEqualsRopeAtShiftedPosition) {
