@@ -175,9 +175,6 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
   return a;
 }
 
-}  // namespace
-
-namespace {
 // The catalyst: CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
 std::vector<TokenId> catalyst_of(Engine& engine, const PromptParts& parts, const std::string& question,
                                  const AnswerOptions& o, int* question_rows) {
