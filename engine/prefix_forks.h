@@ -12,6 +12,9 @@
 //  - whether the rest of the input fits the pot (MemoryPot::read reserves room for the
 //    catalyst otherwise): false for both while more than `capacity` document tokens are
 //    left, so b <= body length - capacity - 1 for both.
+// A whole-input policy (SnapKV) has room for everything, so the rest always fits; nih gives
+// every trial of its cell the same store size (AnswerOptions::whole_capacity), so that the
+// settings, and with them the snapshots, match.
 // test_nih checks it: answers and needle retention with and without forks are equal.
 #pragma once
 #include <map>
