@@ -21,12 +21,16 @@ TrialCheckpoint::TrialCheckpoint(std::string dir, const std::string& identity, d
     : every_s_(every_s), last_(std::chrono::steady_clock::now()) {
   if (dir.empty()) return;
   if (every_s < 0) throw std::invalid_argument("--checkpoint-every must be >= 0 seconds");
+  prepare_dir(dir);
+  path_ = (std::filesystem::path(dir) / ("trial-" + hash_hex(identity) + ".pot")).string();
+}
+
+void TrialCheckpoint::prepare_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (!std::filesystem::is_directory(dir))
     throw std::invalid_argument("--checkpoint-dir: cannot create the directory '" + dir + "'" +
                                 (ec ? " (" + ec.message() + ")" : ""));
-  path_ = (std::filesystem::path(dir) / ("trial-" + hash_hex(identity) + ".pot")).string();
 }
 
 std::shared_ptr<const PotSnapshot> TrialCheckpoint::load(std::string* problem) {

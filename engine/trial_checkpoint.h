@@ -21,6 +21,9 @@ class TrialCheckpoint {
   // (results file, model, trial id); it names the file. every_s: seconds of reading between saves.
   TrialCheckpoint(std::string dir, const std::string& identity, double every_s);
 
+  // Makes dir (and its parents) or throws std::invalid_argument naming --checkpoint-dir.
+  static void prepare_dir(const std::string& dir);
+
   bool enabled() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
   // The saved pot, if a readable one is there (null: none; a file that does not parse is

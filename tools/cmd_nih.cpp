@@ -84,7 +84,7 @@ void nih_command(const NihOpts& o) {
   if (o.trials < 1) throw CLI::ValidationError("--trials must be at least 1, got " + std::to_string(o.trials));
   if (o.n_given && o.n_predict < 1) throw CLI::ValidationError("-n must be at least 1 (tokens to generate), got " + std::to_string(o.n_predict));
   if (o.full_max < 0) throw CLI::ValidationError("--full-max must be >= 0 (0: the model's training context)");
-  if (!o.checkpoint_dir.empty()) nih::TrialCheckpoint(o.checkpoint_dir, "", o.checkpoint_every);  // makes the directory, or says why not
+  if (!o.checkpoint_dir.empty()) nih::TrialCheckpoint::prepare_dir(o.checkpoint_dir);
 
   // Lists and policies: usage errors (exit 2) name the flag.
   std::vector<nih::PolicySpec> specs;
@@ -350,6 +350,14 @@ void nih_command(const NihOpts& o) {
         const auto t0 = std::chrono::steady_clock::now();
         auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
         std::string outcome;
+        // A trial that could not run: an error record, which a later run tries again.
+        auto record_error = [&](const char* kind, const std::exception& e) {
+          ++errors;
+          r["error"] = std::string(kind) + ": " + e.what();
+          r["wall_s"] = wall();
+          if (!device_name.empty()) r["device"] = device_name;
+          outcome = std::string("error: ") + e.what();
+        };
         // Where the trial starts: a shared prefix (forks) or its own pot saved by a run that
         // stopped in it (--checkpoint-dir), whichever has read further.
         nih::TrialCheckpoint ckpt(s.uses_pot() ? o.checkpoint_dir : "",
@@ -425,25 +433,14 @@ void nih_command(const NihOpts& o) {
           outcome = std::string(found ? "found" : "missed") + " (" + std::to_string(sc.present) + "/" +
                     std::to_string(sc.total) + " of " + refs + ", answer \"" + shown + "\")";
         } catch (const cl::BudgetError& e) {
-          ++errors;
-          r["error"] = std::string("budget: ") + e.what();
-          r["wall_s"] = wall();
-          if (!device_name.empty()) r["device"] = device_name;
-          outcome = std::string("error: ") + e.what();
+          record_error("budget", e);
         } catch (const std::invalid_argument& e) {
-          ++errors;
-          r["error"] = std::string("refused: ") + e.what();
-          r["wall_s"] = wall();
-          if (!device_name.empty()) r["device"] = device_name;
-          outcome = std::string("error: ") + e.what();
+          record_error("refused", e);
         } catch (const std::logic_error& e) {
           // A checkpoint another build saved (other pot settings, another prompt): recorded as
           // an error, the file goes, and the next run reads the trial from its start.
           if (!r.contains("checkpoint_at")) throw;
-          ++errors;
-          r["error"] = std::string("checkpoint: ") + e.what();
-          r["wall_s"] = wall();
-          outcome = std::string("error: ") + e.what();
+          record_error("checkpoint", e);
         }
         nih::append_result(o.out, r);
         ckpt.remove();

@@ -800,6 +800,33 @@ TEST(TaskCli, CheckpointedTrialsEndAsWholeReads) {
     for (const char* field : {"answer", "found", "needle_kept", "ccd_cycles", "max_position", "prompt_tokens", "pot_digest"})
       EXPECT_EQ(rec.at(field), ref.at(rec.at("policy").get<std::string>()).at(field)) << field;
   }
+  // A checkpoint saved with other pot settings (H2O's pot under infinipot's trial, as a file
+  // from another build would be): the trial becomes an error record naming it, the file goes,
+  // and the next run reads the trial whole.
+  {
+    const std::string out = dir.file("foreign.jsonl");
+    std::vector<std::string> stop = ck;
+    stop.insert(stop.end(), {"--checkpoint-stop", "3"});
+    EXPECT_EQ(run(out, "infinipot:pot=256", stop).exit_code, 75);
+    ASSERT_EQ(files().size(), 1u);
+    const std::string mine = files()[0];
+    EXPECT_EQ(run(dir.file("other.jsonl"), "h2o:pot=256", stop).exit_code, 75);
+    ASSERT_EQ(files().size(), 2u);
+    const std::string other = files()[0] == mine ? files()[1] : files()[0];
+    std::filesystem::rename(other, mine);
+    run(out, "infinipot:pot=256", ck);
+    const auto failed = records(out);
+    ASSERT_EQ(failed.size(), 1u);
+    EXPECT_EQ(failed.begin()->second.value("error", "").rfind("checkpoint: ", 0), 0u) << failed.begin()->second.dump();
+    EXPECT_TRUE(files().empty()) << "the foreign checkpoint goes";
+    const auto again = run(out, "infinipot:pot=256", ck);
+    ASSERT_TRUE(test::succeeded(again)) << again.describe();
+    nlohmann::json last;
+    for (const auto& rec : load_results(out).records) last = rec;
+    ASSERT_FALSE(last.contains("error")) << last.dump();
+    EXPECT_FALSE(last.contains("checkpoint_at"));
+    EXPECT_EQ(last.at("pot_digest"), ref.at("infinipot").at("pot_digest"));
+  }
 }
 
 }  // namespace
