@@ -62,6 +62,12 @@ TEST(Tuning, EveryDeviceEntryIsWhatItsDeviceGets) {
   EXPECT_EQ(t.device_key, "nvidia h200");
   EXPECT_EQ(t.gemm_backend, "clblast");
   EXPECT_TRUE(t.matvec_int8.empty()) << "the integer decode products missed llama.cpp's bound on that card";
+  cl::DeviceInfo h100 = h200;
+  h100.name = "NVIDIA H100 80GB HBM3";
+  const cl::Tuning h = cl::lookup_tuning(h100);
+  EXPECT_EQ(h.device_key, "nvidia h100");
+  EXPECT_EQ(h.attention_decode_split, 64) << "the split took decode from 0.857 s to 0.213 s there";
+  EXPECT_TRUE(h.matvec_int8.empty()) << "the integer products stay off until the reference test passes there";
 }
 
 // gemm_tile_rows "auto": 8 rows of 16-float accumulators where the native float vector is 16
