@@ -111,6 +111,11 @@ int Engine::planned_chunk(int kv_capacity) {
   return chunk_of(kv_capacity);
 }
 
+const std::string& Engine::device_name() {
+  if (!ctx_) open_context();
+  return ctx_->device().name;
+}
+
 void Engine::check_pot_chunk(int catalyst_tokens, int kv_capacity) {
   if (!cfg_.has_local_layers()) return;  // only the local store limits the catalyst to a chunk
   MemoryPot::check_catalyst_fits_chunk(cfg_, catalyst_tokens, planned_chunk(kv_capacity));

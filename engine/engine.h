@@ -135,6 +135,8 @@ class Engine {
   // (MemoryPot::check_catalyst_fits_chunk). No-op for other models.
   void check_pot_chunk(int catalyst_tokens, int kv_capacity);
   MemoryPot* pot() { return pot_.get(); }
+  // The OpenCL device's name (opens the device context if needed; allocates nothing).
+  const std::string& device_name();
   cl::Context& context() { return *ctx_; }
   KvStore& kv() { return *kv_; }
   Forward& forward() { return *forward_; }

@@ -359,12 +359,19 @@ void nih_command(const NihOpts& o) {
           outcome = std::string("error: ") + e.what();
         };
         // Where the trial starts: a shared prefix (forks) or its own pot saved by a run that
-        // stopped in it (--checkpoint-dir), whichever has read further.
-        nih::TrialCheckpoint ckpt(s.uses_pot() ? o.checkpoint_dir : "",
-                                  o.out + "\n" + model_name + "\n" +
-                                      nih::trial_id(s.config(), hay, c.length, c.depth, c.trial, o.seed, task,
-                                                    variant(*c.task)),
-                                  o.checkpoint_every);
+        // stopped in it (--checkpoint-dir), whichever has read further. A saved pot is named
+        // after the trial and after what else shapes it, so that it is never read on under
+        // other ones: the chunk (the pot at a chunk boundary depends on the chunking), the KV
+        // element type and the device (a record names one).
+        std::string identity;
+        if (s.uses_pot() && !o.checkpoint_dir.empty()) {
+          const std::string dev = engine.device_name();  // opens the context: kv_half() is known after it
+          identity = o.out + "\n" + model_name + "\n" +
+                     nih::trial_id(s.config(), hay, c.length, c.depth, c.trial, o.seed, task, variant(*c.task)) +
+                     "\nchunk " + std::to_string(engine.planned_chunk(s.pot)) + ", kv " +
+                     (engine.kv_half() ? "f16" : "f32") + ", " + dev;
+        }
+        nih::TrialCheckpoint ckpt(identity.empty() ? "" : o.checkpoint_dir, identity, o.checkpoint_every);
         std::string unreadable;
         std::shared_ptr<const PotSnapshot> from = forks ? forks->start(f) : nullptr;
         ao.resume_body = forks ? forks->start_body(f) : 0;

@@ -744,9 +744,10 @@ TEST(TaskCli, CheckpointedTrialsEndAsWholeReads) {
   const std::string model = test::tiny_model(dir, 4096);
   const std::string ckdir = dir.file("checkpoints");
   const std::string policies = "infinipot:pot=256,h2o:pot=256,snapkv:pot=256";
-  auto run = [&](const std::string& out, const std::string& policy, std::vector<std::string> extra) {
+  auto run = [&](const std::string& out, const std::string& policy, std::vector<std::string> extra,
+                 const std::string& chunk = "64") {
     std::vector<std::string> args = {"nih", "-m", model, "--lengths", "1500", "--depths", "0.5", "--trials", "1",
-                                     "-n", "4", "--haystacks", "passkey", "--chunk", "64",
+                                     "-n", "4", "--haystacks", "passkey", "--chunk", chunk,
                                      "--policy", policy, "--out", out};
     args.insert(args.end(), extra.begin(), extra.end());
     return test::run_infinipot(args, {{}, 900});
@@ -826,6 +827,26 @@ TEST(TaskCli, CheckpointedTrialsEndAsWholeReads) {
     ASSERT_FALSE(last.contains("error")) << last.dump();
     EXPECT_FALSE(last.contains("checkpoint_at"));
     EXPECT_EQ(last.at("pot_digest"), ref.at("infinipot").at("pot_digest"));
+  }
+  // A pot saved under another chunk is not this trial's: the pot at a chunk boundary depends
+  // on the chunking, so a run with --chunk 32 reads the trial whole, as a run without
+  // checkpoints does, and leaves the other run's file alone.
+  {
+    std::vector<std::string> stop = ck;
+    stop.insert(stop.end(), {"--checkpoint-stop", "3"});
+    const std::string out = dir.file("chunk.jsonl");
+    EXPECT_EQ(run(out, "infinipot:pot=256", stop).exit_code, 75);
+    ASSERT_EQ(files().size(), 1u);
+    const auto other_chunk = run(out, "infinipot:pot=256", ck, "32");
+    ASSERT_TRUE(test::succeeded(other_chunk)) << other_chunk.describe();
+    const auto got = records(out);
+    ASSERT_EQ(got.size(), 1u);
+    const nlohmann::json& rec = got.begin()->second;
+    EXPECT_FALSE(rec.contains("checkpoint_at")) << rec.dump();
+    EXPECT_EQ(files().size(), 1u) << "the --chunk 64 run's pot stays for that run";
+    const auto whole32 = run(dir.file("whole32.jsonl"), "infinipot:pot=256", {}, "32");
+    ASSERT_TRUE(test::succeeded(whole32)) << whole32.describe();
+    EXPECT_EQ(rec.at("pot_digest"), records(dir.file("whole32.jsonl")).at("infinipot").at("pot_digest"));
   }
 }
 
