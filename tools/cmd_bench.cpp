@@ -4,12 +4,15 @@
 // --reps times (median, min, max). Rows: prefill tok/s, time to first token, decode tok/s,
 // the pot's distillation time and its share of TTFT, peak device bytes per category, host
 // peak RSS. --pot auto takes the largest pot the cap allows. --vs-llama-cpp DIR puts
-// llama.cpp's llama-bench (same GGUF, same threads, full KV cache) beside each length.
+// llama.cpp (same GGUF, same threads, full KV cache) beside each length: llama-bench, or
+// llama-completion on the same document with one prefill per length (--llama-cpp-tool).
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -31,7 +34,7 @@ namespace {
 
 struct BenchOpts {
   std::string model, ctx = "4096", policies = "infinipot", pots = "1024", caps, haystack, device, kv_type = "auto";
-  std::string out, llama_dir;
+  std::string out, llama_dir, llama_tool = "llama-bench";
   int n_predict = 32, reps = 1, chunk = 0, threads = 0;
   bool json = false, warmup = true, gemm = false, attention = false, matvec = false;
 };
@@ -341,7 +344,7 @@ void bench(const BenchOpts& o) {
       throw CLI::ValidationError(std::string("--policy: ") + e.what());
     }
   }
-  if (!o.llama_dir.empty()) require_llama_bench(o.llama_dir);
+  if (!o.llama_dir.empty()) require_llama_tool(o.llama_dir, o.llama_tool);
 
   std::vector<RowSpec> specs;
   for (int ctx : ctxs)
@@ -397,11 +400,25 @@ void bench(const BenchOpts& o) {
   if (!o.llama_dir.empty()) {
     const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (int ctx : ctxs) {
-      progress.status("llama.cpp llama-bench ctx " + std::to_string(ctx));
-      const LlamaCppRow l = run_llama_bench(o.llama_dir, o.model, ctx, o.n_predict, o.reps, threads);
+      progress.status("llama.cpp " + o.llama_tool + " ctx " + std::to_string(ctx));
+      LlamaCppRow l;
+      if (o.llama_tool == "llama-completion") {
+        // The very document our rows read (a --ctx the sweep did not run gets its own).
+        if (!docs.count(ctx)) docs.emplace(ctx, builder.build(ctx, 0.5, nih::derive_key(1, "bench", ctx, 0.5, 0)));
+        const std::string prompt = (std::filesystem::temp_directory_path() /
+                                    ("infinipot-bench-" + std::to_string(getpid()) + "-" + std::to_string(ctx) + ".txt"))
+                                       .string();
+        if (!(std::ofstream(prompt, std::ios::binary) << docs.at(ctx).text))
+          throw std::runtime_error("cannot write llama-completion's prompt file " + prompt);
+        l = run_llama_completion(o.llama_dir, o.model, prompt, ctx, o.n_predict, o.reps, threads);
+        std::remove(prompt.c_str());
+      } else {
+        l = run_llama_bench(o.llama_dir, o.model, ctx, o.n_predict, o.reps, threads);
+      }
       nlohmann::json row = {{"engine", "llama.cpp"}, {"ctx", ctx}, {"policy", "llama.cpp"}, {"pot", nullptr},
                             {"device_mem", 0}, {"n_decode", o.n_predict}, {"reps", o.reps}, {"threads", threads},
-                            {"prefill_cmd", l.prefill_cmd}, {"decode_cmd", l.decode_cmd}};
+                            {"tool", o.llama_tool}, {"prefill_cmd", l.prefill_cmd}, {"decode_cmd", l.decode_cmd}};
+      if (l.prompt_tokens > 0) row["prompt_tokens"] = l.prompt_tokens;
       if (!l.error.empty()) row["error"] = l.error;
       else {
         row["prefill_tok_s"] = l.prefill_tok_s;
@@ -448,8 +465,14 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--kv-type", o->kv_type, "KV element type: auto, f16, f32")->capture_default_str()
       ->check(CLI::IsMember({"auto", "f16", "f32"}));
-  sub->add_option("--vs-llama-cpp", o->llama_dir, "Directory with llama.cpp's llama-bench: run it on the same GGUF at "
-                                                 "each --ctx (full KV cache) and compare");
+  sub->add_option("--vs-llama-cpp", o->llama_dir, "Directory with llama.cpp's programs (--llama-cpp-tool): run it on the same "
+                                                 "GGUF at each --ctx (full KV cache) and compare");
+  sub->add_option("--llama-cpp-tool", o->llama_tool,
+                  "What runs llama.cpp: llama-bench (two prefills per length: pp<ctx>, and tg<n> at depth ctx) or "
+                  "llama-completion (one: it reads the same document as our rows and decodes -n tokens after it; "
+                  "for long --ctx)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"llama-bench", "llama-completion"}));
   sub->add_option("--threads", o->threads, "llama.cpp threads (default: all cores, as PoCL uses)")->check(CLI::Range(1, 1024));
   sub->add_option("--out", o->out, "Also write the rows (JSON) to this file");
   sub->add_flag("!--no-warmup", o->warmup, "Skip the warm-up run that compiles the kernels first");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -117,11 +118,12 @@ double bench_once(const std::vector<std::string>& argv, long long& peak_rss) {
 
 }  // namespace
 
-void require_llama_bench(const std::string& dir) {
-  const std::string bin = dir + "/llama-bench";
+void require_llama_tool(const std::string& dir, const std::string& tool) {
+  const std::string bin = dir + "/" + tool;
   if (access(bin.c_str(), X_OK) != 0)
-    throw std::invalid_argument("--vs-llama-cpp: " + bin + " is not an executable llama-bench; build llama.cpp with "
-                                "scripts/reference/build-llama-cpp.sh (it prints the bin directory to pass)");
+    throw std::invalid_argument("--vs-llama-cpp: " + bin + " is not an executable " + tool +
+                                "; build llama.cpp with scripts/reference/build-llama-cpp.sh (it prints the bin "
+                                "directory to pass; TARGETS=\"llama-bench llama-completion\" builds both)");
 }
 
 LlamaCppRow run_llama_bench(const std::string& dir, const std::string& model, int ctx, int n_decode, int reps,
@@ -146,6 +148,60 @@ LlamaCppRow run_llama_bench(const std::string& dir, const std::string& model, in
     row.error = e.what();
   }
   return row;
+}
+
+LlamaCppRow run_llama_completion(const std::string& dir, const std::string& model, const std::string& prompt_file,
+                                 int ctx, int n_decode, int reps, int threads) {
+  LlamaCppRow row;
+  row.ctx = ctx;
+  // Room for the prompt as llama.cpp tokenizes it (a BOS, a few tokens either way) and the answer.
+  const std::vector<std::string> argv = {dir + "/llama-completion", "-m", model, "-f", prompt_file, "-n",
+                                         std::to_string(n_decode), "-c", std::to_string(ctx + n_decode + 64), "-t",
+                                         std::to_string(threads), "--ignore-eos", "--temp", "0", "-no-cnv",
+                                         "--no-warmup"};
+  row.prefill_cmd = row.decode_cmd = joined(argv);
+  try {
+    double prefill_sum = 0, decode_sum = 0;
+    for (int r = 0; r < reps; ++r) {
+      const Child c = run_child(argv);
+      row.peak_rss_bytes = std::max(row.peak_rss_bytes, c.max_rss_bytes);
+      if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0)
+        throw std::runtime_error("`" + row.prefill_cmd + "` failed (" +
+                                 (WIFSIGNALED(c.status) ? "signal " + std::to_string(WTERMSIG(c.status))
+                                                        : "exit " + std::to_string(WEXITSTATUS(c.status))) +
+                                 "): " + tail(c.err, 400));
+      const CompletionTimes t = parse_completion_times(c.err);
+      if (t.prompt_tokens <= 0 || t.prompt_ms <= 0 || t.runs <= 0 || t.eval_ms <= 0)
+        throw std::runtime_error("`" + row.prefill_cmd + "` printed no timings (\"prompt eval time = ... ms / N "
+                                 "tokens\" and \"eval time = ... ms / N runs\"): " + tail(c.err, 300));
+      row.prompt_tokens = t.prompt_tokens;
+      prefill_sum += t.prompt_tokens / (t.prompt_ms / 1000.0);
+      decode_sum += t.runs / (t.eval_ms / 1000.0);
+    }
+    row.prefill_tok_s = prefill_sum / reps;
+    row.decode_tok_s = decode_sum / reps;
+    row.ttft_s = row.prompt_tokens / row.prefill_tok_s;
+  } catch (const std::exception& e) {
+    row.error = e.what();
+  }
+  return row;
+}
+
+CompletionTimes parse_completion_times(const std::string& log) {
+  CompletionTimes t;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "... prompt eval time =   7860.17 ms /   898 tokens (...)"; "...        eval time = 320.88 ms / 7 runs (...)"
+    const size_t prompt = line.find("prompt eval time =");
+    const size_t eval = line.find(" eval time =");
+    if (prompt != std::string::npos) {
+      std::sscanf(line.c_str() + prompt, "prompt eval time = %lf ms / %d tokens", &t.prompt_ms, &t.prompt_tokens);
+    } else if (eval != std::string::npos) {
+      std::sscanf(line.c_str() + eval, " eval time = %lf ms / %d runs", &t.eval_ms, &t.runs);
+    }
+  }
+  return t;
 }
 
 long long host_peak_rss() {

@@ -13,8 +13,9 @@ struct LlamaCppRow {
   double prefill_tok_s = 0;     // pp<ctx>: the whole prompt into an empty cache
   double decode_tok_s = 0;      // tg<n> at depth ctx: the cache already holds ctx tokens
   double ttft_s = 0;            // ctx / prefill_tok_s
-  long long peak_rss_bytes = 0; // the larger of the two runs' peak RSS
-  std::string prefill_cmd, decode_cmd;
+  long long peak_rss_bytes = 0; // the largest peak RSS of its runs
+  int prompt_tokens = 0;        // llama-completion: the prompt as llama.cpp tokenized it (0: llama-bench's ctx)
+  std::string prefill_cmd, decode_cmd;  // llama-completion: one command, both fields
   std::string error;            // non-empty: what failed (the row has no figures)
 };
 
@@ -24,9 +25,27 @@ struct LlamaCppRow {
 LlamaCppRow run_llama_bench(const std::string& dir, const std::string& model, int ctx, int n_decode, int reps,
                             int threads);
 
-// Checks DIR holds an executable llama-bench; throws std::invalid_argument saying how to build
-// one (scripts/reference/build-llama-cpp.sh) when not.
-void require_llama_bench(const std::string& dir);
+// One prefill for both figures, for lengths where a prefill takes most of an hour on a CPU:
+// llama-completion reads prompt_file (the document bench reads, ctx tokens) into a cache of
+// ctx + n_decode entries and decodes n_decode tokens after it (--ignore-eos, greedy); its own
+// timing lines give the prefill rate (prompt tokens over prompt-eval time) and the decode
+// rate at depth ctx (runs over eval time). reps runs, the rates averaged as llama-bench
+// averages. llama-bench (above) needs two prefills of ctx tokens per repetition: one for
+// pp<ctx>, one to fill the depth before tg<n>. Never throws for a failing run (row.error).
+LlamaCppRow run_llama_completion(const std::string& dir, const std::string& model, const std::string& prompt_file,
+                                 int ctx, int n_decode, int reps, int threads);
+
+// Checks DIR holds an executable `tool` (llama-bench or llama-completion); throws
+// std::invalid_argument saying how to build one (scripts/reference/build-llama-cpp.sh) when not.
+void require_llama_tool(const std::string& dir, const std::string& tool);
+
+// llama.cpp's own timing lines (common_perf_print / llama_perf_context_print on stderr):
+// "prompt eval time = MS ms / N tokens" and "eval time = MS ms / N runs". Fields a log lacks stay 0.
+struct CompletionTimes {
+  double prompt_ms = 0, eval_ms = 0;
+  int prompt_tokens = 0, runs = 0;
+};
+CompletionTimes parse_completion_times(const std::string& log);
 
 // Peak resident memory of this process since the last reset_peak_rss() (VmHWM), in bytes;
 // 0 where /proc is not there.

@@ -179,6 +179,56 @@ TEST_F(Bench, VsLlamaCppReadsLlamaBenchJson) {
             std::string::npos);
 }
 
+// --llama-cpp-tool llama-completion: one run per length reads the document our rows read and
+// decodes after it; the rates come from llama.cpp's own timing lines on stderr.
+TEST_F(Bench, VsLlamaCppCompletionReadsItsTimingLines) {
+  const std::string bin = dir_.file("llama-completion");
+  const std::string seen = dir_.file("prompt-seen.txt");
+  // A stand-in: checks the arguments, keeps the prompt file it was given, prints the timing
+  // lines of the real program (common_perf_print), 700 prompt tokens in 2 s, 3 runs in 0.1 s.
+  std::ofstream(bin) << "#!/bin/sh\n"
+                        "case \" $* \" in *\" -m " + model_ + " \"*) ;; *) echo 'no -m' >&2; exit 9;; esac\n"
+                        "case \" $* \" in *\" -n 4 \"*) ;; *) echo 'no -n' >&2; exit 9;; esac\n"
+                        "case \" $* \" in *\" --ignore-eos \"*) ;; *) echo 'would stop at EOS' >&2; exit 9;; esac\n"
+                        "while [ $# -gt 0 ]; do [ \"$1\" = -f ] && cp \"$2\" " + seen + "; shift; done\n"
+                        "echo 'the answer' \n"
+                        "echo '0.01.0 I common_perf_print:        load time =     100.00 ms' >&2\n"
+                        "echo '0.01.0 I common_perf_print: prompt eval time =    2000.00 ms /   700 tokens (    2.86 ms "
+                        "per token,   350.00 tokens per second)' >&2\n"
+                        "echo '0.01.0 I common_perf_print:        eval time =     100.00 ms /     3 runs   (   33.33 ms "
+                        "per token,    30.00 tokens per second)' >&2\n";
+  std::filesystem::permissions(bin, std::filesystem::perms::owner_all);
+  const json rows = bench_json({"--ctx", "700", "--policy", "full", "--vs-llama-cpp", dir_.path(), "--llama-cpp-tool",
+                                "llama-completion", "--threads", "2"});
+  ASSERT_EQ(rows.size(), 2u) << rows.dump(1);
+  const json* theirs = find_row(rows, "llama.cpp");
+  ASSERT_TRUE(theirs);
+  ASSERT_FALSE(theirs->contains("error")) << theirs->dump();
+  EXPECT_EQ((*theirs)["tool"], "llama-completion");
+  EXPECT_NEAR((*theirs)["prefill_tok_s"].get<double>(), 350.0, 1e-9);
+  EXPECT_NEAR((*theirs)["decode_tok_s"].get<double>(), 30.0, 1e-9);
+  EXPECT_NEAR((*theirs)["ttft_s"].get<double>(), 2.0, 1e-9);
+  EXPECT_EQ((*theirs)["prompt_tokens"], 700);
+  EXPECT_EQ((*theirs)["prefill_cmd"], (*theirs)["decode_cmd"]) << "one run gives both";
+  std::ifstream prompt(seen);
+  ASSERT_TRUE(prompt) << "the stand-in got no prompt file";
+  const std::string text((std::istreambuf_iterator<char>(prompt)), std::istreambuf_iterator<char>());
+  EXPECT_GT(text.size(), 1000u) << "the document of our 700-token row, not an empty file";
+
+  // Timing lines missing (another build's output): a row naming what it looked for.
+  std::ofstream(bin) << "#!/bin/sh\necho 'the answer'\n";
+  const json silent = bench_json({"--ctx", "700", "--policy", "full", "--vs-llama-cpp", dir_.path(),
+                                  "--llama-cpp-tool", "llama-completion"});
+  ASSERT_EQ(silent.size(), 2u);
+  ASSERT_TRUE(find_row(silent, "llama.cpp")->contains("error"));
+  EXPECT_NE((*find_row(silent, "llama.cpp"))["error"].get<std::string>().find("prompt eval time"), std::string::npos);
+  EXPECT_TRUE(test::fails_cleanly(bench({"--vs-llama-cpp", dir_.file("nowhere"), "--llama-cpp-tool", "llama-completion"},
+                                        kQuick),
+                                  {"--vs-llama-cpp", "llama-completion", "build-llama-cpp.sh"}, 1, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--llama-cpp-tool", "llama-cli"}, kQuick), {"--llama-cpp-tool", "llama-cli"}, 2,
+                                  kQuick));
+}
+
 TEST_F(Bench, UsageErrorsNameTheFlag) {
   EXPECT_TRUE(test::fails_cleanly(bench({"--ctx", "4096,abc"}, kQuick), {"--ctx", "abc"}, 2, kQuick));
   EXPECT_TRUE(test::fails_cleanly(bench({"--pot", "big"}, kQuick), {"--pot", "big"}, 2, kQuick));
