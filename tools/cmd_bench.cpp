@@ -378,16 +378,20 @@ void bench(const BenchOpts& o) {
   }
 
   std::vector<nlohmann::json> rows;
+  // One document per length, shared by every row of that length and by llama.cpp's.
   std::map<int, nih::Document> docs;
+  auto doc_for = [&](int ctx) -> const nih::Document& {
+    if (!docs.count(ctx)) docs.emplace(ctx, builder.build(ctx, 0.5, nih::derive_key(1, "bench", ctx, 0.5, 0)));
+    return docs.at(ctx);
+  };
   size_t i = 0;
   for (const RowSpec& s : specs) {
     ++i;
-    if (!docs.count(s.ctx)) docs.emplace(s.ctx, builder.build(s.ctx, 0.5, nih::derive_key(1, "bench", s.ctx, 0.5, 0)));
     const std::string head = "[" + std::to_string(i) + "/" + std::to_string(specs.size()) + "] ctx " +
                              std::to_string(s.ctx) + " " + s.policy + (s.policy == "full" ? "" : " pot " +
                              (s.pot ? std::to_string(s.pot) : std::string("auto"))) + " cap " + cap_text(s.cap);
     progress.status(head);
-    nlohmann::json row = run_row(o, s, docs.at(s.ctx), progress, head);
+    nlohmann::json row = run_row(o, s, doc_for(s.ctx), progress, head);
     if (!o.json) {
       const std::string what = row.contains("error") ? "error: " + row["error"].get<std::string>().substr(0, 200)
                                                      : "prefill " + fmt_tps(row, "prefill_tok_s") + " tok/s, decode " +
@@ -403,12 +407,10 @@ void bench(const BenchOpts& o) {
       progress.status("llama.cpp " + o.llama_tool + " ctx " + std::to_string(ctx));
       LlamaCppRow l;
       if (o.llama_tool == "llama-completion") {
-        // The very document our rows read (a --ctx the sweep did not run gets its own).
-        if (!docs.count(ctx)) docs.emplace(ctx, builder.build(ctx, 0.5, nih::derive_key(1, "bench", ctx, 0.5, 0)));
         const std::string prompt = (std::filesystem::temp_directory_path() /
                                     ("infinipot-bench-" + std::to_string(getpid()) + "-" + std::to_string(ctx) + ".txt"))
                                        .string();
-        if (!(std::ofstream(prompt, std::ios::binary) << docs.at(ctx).text))
+        if (!(std::ofstream(prompt, std::ios::binary) << doc_for(ctx).text))
           throw std::runtime_error("cannot write llama-completion's prompt file " + prompt);
         l = run_llama_completion(o.llama_dir, o.model, prompt, ctx, o.n_predict, o.reps, threads);
         std::remove(prompt.c_str());

@@ -98,15 +98,20 @@ std::string joined(const std::vector<std::string>& argv) {
 
 std::string tail(const std::string& s, size_t n) { return s.size() <= n ? s : "..." + s.substr(s.size() - n); }
 
-// One llama-bench run; returns its first record's avg_ts, or throws a message naming the command.
-double bench_once(const std::vector<std::string>& argv, long long& peak_rss) {
-  const Child c = run_child(argv);
-  peak_rss = std::max(peak_rss, c.max_rss_bytes);
+// Throws a message naming the command, how it ended and its stderr's tail unless it exited 0.
+void require_success(const Child& c, const std::vector<std::string>& argv) {
   if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0)
     throw std::runtime_error("`" + joined(argv) + "` failed (" +
                              (WIFSIGNALED(c.status) ? "signal " + std::to_string(WTERMSIG(c.status))
                                                     : "exit " + std::to_string(WEXITSTATUS(c.status))) +
                              "): " + tail(c.err, 400));
+}
+
+// One llama-bench run; returns its first record's avg_ts, or throws a message naming the command.
+double bench_once(const std::vector<std::string>& argv, long long& peak_rss) {
+  const Child c = run_child(argv);
+  peak_rss = std::max(peak_rss, c.max_rss_bytes);
+  require_success(c, argv);
   try {
     const auto j = nlohmann::json::parse(c.out);
     if (!j.is_array() || j.empty() || !j[0].contains("avg_ts")) throw std::runtime_error("no records");
@@ -165,11 +170,7 @@ LlamaCppRow run_llama_completion(const std::string& dir, const std::string& mode
     for (int r = 0; r < reps; ++r) {
       const Child c = run_child(argv);
       row.peak_rss_bytes = std::max(row.peak_rss_bytes, c.max_rss_bytes);
-      if (!WIFEXITED(c.status) || WEXITSTATUS(c.status) != 0)
-        throw std::runtime_error("`" + row.prefill_cmd + "` failed (" +
-                                 (WIFSIGNALED(c.status) ? "signal " + std::to_string(WTERMSIG(c.status))
-                                                        : "exit " + std::to_string(WEXITSTATUS(c.status))) +
-                                 "): " + tail(c.err, 400));
+      require_success(c, argv);
       const CompletionTimes t = parse_completion_times(c.err);
       if (t.prompt_tokens <= 0 || t.prompt_ms <= 0 || t.runs <= 0 || t.eval_ms <= 0)
         throw std::runtime_error("`" + row.prefill_cmd + "` printed no timings (\"prompt eval time = ... ms / N "
