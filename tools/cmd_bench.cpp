@@ -467,15 +467,18 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--kv-type", o->kv_type, "KV element type: auto, f16, f32")->capture_default_str()
       ->check(CLI::IsMember({"auto", "f16", "f32"}));
-  sub->add_option("--vs-llama-cpp", o->llama_dir, "Directory with llama.cpp's programs (--llama-cpp-tool): run it on the same "
+  CLI::Option* vs_llama = sub->add_option("--vs-llama-cpp", o->llama_dir, "Directory with llama.cpp's programs (--llama-cpp-tool): run it on the same "
                                                  "GGUF at each --ctx (full KV cache) and compare");
   sub->add_option("--llama-cpp-tool", o->llama_tool,
                   "What runs llama.cpp: llama-bench (two prefills per length: pp<ctx>, and tg<n> at depth ctx) or "
                   "llama-completion (one: it reads the same document as our rows and decodes -n tokens after it; "
                   "for long --ctx)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"llama-bench", "llama-completion"}));
-  sub->add_option("--threads", o->threads, "llama.cpp threads (default: all cores, as PoCL uses)")->check(CLI::Range(1, 1024));
+      ->check(CLI::IsMember({"llama-bench", "llama-completion"}))
+      ->needs(vs_llama);  // said without llama.cpp to run, it would be ignored without a word
+  sub->add_option("--threads", o->threads, "llama.cpp threads (default: all cores, as PoCL uses)")
+      ->check(CLI::Range(1, 1024))
+      ->needs(vs_llama);
   sub->add_option("--out", o->out, "Also write the rows (JSON) to this file");
   sub->add_flag("!--no-warmup", o->warmup, "Skip the warm-up run that compiles the kernels first");
   sub->add_flag("--attention", o->attention,

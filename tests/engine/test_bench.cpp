@@ -239,6 +239,10 @@ TEST_F(Bench, UsageErrorsNameTheFlag) {
   EXPECT_TRUE(test::fails_cleanly(bench({"--vs-llama-cpp", dir_.file("nowhere")}, kQuick),
                                   {"--vs-llama-cpp", "llama-bench", "build-llama-cpp.sh"}, 1, kQuick));
   EXPECT_TRUE(test::fails_cleanly(bench({"--haystack", dir_.file("missing.txt")}, kQuick), {"missing.txt"}, 1, kQuick));
+  // llama.cpp's own flags without llama.cpp to run are refused, not ignored.
+  EXPECT_TRUE(test::fails_cleanly(bench({"--llama-cpp-tool", "llama-completion"}, kQuick),
+                                  {"--llama-cpp-tool", "--vs-llama-cpp"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--threads", "2"}, kQuick), {"--threads", "--vs-llama-cpp"}, 2, kQuick));
 }
 
 // --attention: one row per variant and cache length, at the model's heads; the rates are
