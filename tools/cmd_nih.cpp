@@ -249,6 +249,7 @@ void nih_command(const NihOpts& o) {
   double seconds = 0, last_tps = 0;
   long long tokens_read = 0;
   int answered = 0, found_n = 0, errors = 0;
+  std::string first_error;  // told again at the end of a run that measured nothing
   std::set<std::pair<size_t, int>> warned_short;
   // Run order: per (task, haystack, length) and policy, the deepest needles first, so that their
   // reads hand the haystack prefix they share to the other trials (engine/prefix_forks.h).
@@ -354,6 +355,7 @@ void nih_command(const NihOpts& o) {
         auto record_error = [&](const char* kind, const std::exception& e) {
           ++errors;
           r["error"] = std::string(kind) + ": " + e.what();
+          if (first_error.empty()) first_error = r["error"].get<std::string>();
           r["wall_s"] = wall();
           if (!device_name.empty()) r["device"] = device_name;
           outcome = std::string("error: ") + e.what();
@@ -475,7 +477,8 @@ void nih_command(const NihOpts& o) {
   // answers (a refused full cache, say) are results, recorded in the file.
   if (pending > 0 && static_cast<size_t>(errors) == pending)
     throw std::runtime_error("nih: all " + std::to_string(errors) + " trials of this run ended in an error (the " +
-                             "`error` field in " + o.out + " says why); nothing was measured");
+                             "`error` field in " + o.out + " says why); nothing was measured. The first: " +
+                             first_error);
 }
 
 }  // namespace
