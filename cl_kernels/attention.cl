@@ -304,51 +304,42 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
 }
 #endif
 
-// The same attention with one work-item per (VEC_ROWS query rows, query head) and the head's
-// vectors handled 16 floats at a time in explicit float16 arithmetic (-D VEC16; needs HEAD_DIM
-// % 16 == 0). Keys go in blocks of 16: the block's 16 scores of a row form one vector, so the
-// running max, the exps and the sum are vector operations, and each value row is added into
-// the output 16 lanes at a time. Each key and value row is loaded once for the work-item's
-// VEC_ROWS rows (-D VEC_ROWS, default 1): once the context outgrows the caches, these loads
-// are what long prefill waits on. Work-items share nothing, so a CPU device runs each as a
-// plain loop over wide registers (the way gemm_packed runs) instead of vectorising across
-// work-items through per-work-item arrays, which is what limits attention_tiled there.
+// The same attention for CPU devices (-D VEC16; HEAD_DIM a multiple of DB): one work-item per
+// (VEC_ROWS consecutive query rows, query head), VEC_ROWS = 4, 8 or 16, each row one lane of a
+// vector. Scores, the online softmax and the output are kept transposed (lane r = row i0 + r),
+// so a key's scores against all the rows are fused multiply-adds with the key's elements
+// broadcast, the way gemm_packed multiplies: no horizontal sum per (row, key), and the
+// softmax's max, exps and rescaling are lane-wise. On PoCL (2-core AVX2 EPYC) this ran
+// SmolLM2's and Gemma 3's prefill attention about twice as fast as a work-item per row with
+// the head's 64 floats in float16 vectors (docs/benchmarks.md).
+//   qt[d]   = (q[i0][d], .., q[i0 + VEC_ROWS - 1][d]) * scale       (transposed once)
+//   sc[k]   = sum_d K[j0 + k][d] * qt[d]                             (KB keys at a time)
+//   acct[d] = acct[d] * corr + sum_k p[k] * V[j0 + k][d]             (DB dims at a time)
+// The small loops are unrolled so that their vectors stay in registers (PoCL's LLVM keeps
+// them in memory otherwise, at half the speed). Blocks of SB keys start on multiples of SB
+// from slot 0, so a row's sums do not depend on which work-item holds it: a block past a
+// row's last slot (or before its window) adds exp(-inf) = 0 and rescales by exp(0) = 1,
+// which changes no bit, so VEC_ROWS changes no bit of the output.
 // Launch: global (ceil(n / VEC_ROWS), n_heads), any local size.
 #ifdef VEC16
-#define C16 (HEAD_DIM / 16)
-#ifndef VEC_ROWS
-#define VEC_ROWS 1
-#endif
-#ifndef VEC_PASS
-#define VEC_PASS VEC_ROWS  // rows whose scores are computed together (VEC_ROWS % VEC_PASS == 0)
-#endif
-#ifdef KV_HALF
-#define KV_LOAD16(i, p) vload_half16((i), (p))
+#if VEC_ROWS == 16
+typedef float16 rowv;
+typedef int16 rowi;
+#define LANE_INDEX (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#elif VEC_ROWS == 8
+typedef float8 rowv;
+typedef int8 rowi;
+#define LANE_INDEX (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#elif VEC_ROWS == 4
+typedef float4 rowv;
+typedef int4 rowi;
+#define LANE_INDEX (int4)(0, 1, 2, 3)
 #else
-#define KV_LOAD16(i, p) vload16((i), (p))
+#error "compile attention_vec16 with -DVEC_ROWS=4, 8 or 16"
 #endif
-
-inline float sum16(const float16 v) {
-  const float8 v8 = v.lo + v.hi;
-  const float4 v4 = v8.lo + v8.hi;
-  return (v4.x + v4.y) + (v4.z + v4.w);
-}
-
-// A key's 16 partial products folded to 4 lanes, in the order sum16 would add them.
-inline float4 fold16(const float16 v) {
-  const float8 v8 = v.lo + v.hi;
-  return v8.lo + v8.hi;
-}
-
-// The sums of four folded keys, one per lane: two rounds of pairwise adds (what x86 does with
-// one haddps each) give ((x + y) + (z + w)) per key, the order a scalar sum of that key would use,
-// without a horizontal sum per key, which was a quarter of this kernel's time on AVX2.
-inline float4 sum4x4(const float4 a, const float4 b, const float4 c, const float4 d) {
-  const float4 ab = (float4)(a.s02, b.s02) + (float4)(a.s13, b.s13);
-  const float4 cd = (float4)(c.s02, d.s02) + (float4)(c.s13, d.s13);
-  return (float4)(ab.s02, cd.s02) + (float4)(ab.s13, cd.s13);
-}
-
+#define SB 16  // keys per softmax block
+#define KB 4   // keys scored together: 4 accumulators (8 AVX2 registers at 16 rows)
+#define DB 4   // output dims accumulated together
 __kernel void attention_vec16(__global const float* q, const int ldq, __global const kv_t* k_cache,
                               __global const kv_t* v_cache, const int cap, const int n_past, const int n,
                               const float scale, __global float* out, const int ldo, __global float* lse,
@@ -358,82 +349,81 @@ __kernel void attention_vec16(__global const float* q, const int ldq, __global c
   if (i0 >= n) return;
   const int rows = min(VEC_ROWS, n - i0);  // the last work-item may hold fewer rows
   const int g = head / GROUP;
-  float16 qv[VEC_ROWS][C16], acc[VEC_ROWS][C16];
-  float m[VEC_ROWS], s[VEC_ROWS];
-  for (int r = 0; r < VEC_ROWS; ++r) {
+  rowv qt[HEAD_DIM], acct[HEAD_DIM];
+  float* qf = (float*)qt;
+  for (int r = 0; r < VEC_ROWS; ++r) {  // lanes past `rows` repeat the last row, never written
     __global const float* qr = q + (size_t)(i0 + min(r, rows - 1)) * ldq + head * HEAD_DIM;
-    for (int c = 0; c < C16; ++c) {
-      qv[r][c] = vload16(c, qr) * scale;
-      acc[r][c] = (float16)(0.0f);
-    }
-    m[r] = -INFINITY;
-    s[r] = 0.0f;
+    for (int d = 0; d < HEAD_DIM; ++d) qf[d * VEC_ROWS + r] = qr[d] * scale;
   }
-  const int last = n_past + i0 + rows - 1;            // the last slot any row sees
-  // Blocks of 16 slots from slot 0 (the first one down to the first slot any row sees): each
-  // row's keys fall into the same blocks however many rows an item holds, so its sums, and
-  // the output, do not depend on VEC_ROWS (slots before a row's window are masked).
-  const int start = max(0, n_past + i0 - window + 1) & ~15;
+  for (int d = 0; d < HEAD_DIM; ++d) acct[d] = (rowv)(0.0f);
+  rowv m = (rowv)(-INFINITY), s = (rowv)(0.0f);
+  const rowi limit = (rowi)(n_past + i0) + LANE_INDEX;  // lane r sees slots (limit - window, limit]
+  const int last = n_past + i0 + rows - 1;                // the last slot any row sees
+  const int start = max(0, n_past + i0 - window + 1) / SB * SB;
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
-  for (int j0 = start; j0 <= last; j0 += 16) {
-    const int jn = min(16, last - j0 + 1);  // keys of this block some row sees
-    // The block's 16 keys and values (8 KB for 64-float heads) stay in the L1 cache while
-    // every pass of VEC_PASS rows uses them: one load from further out per VEC_ROWS rows.
-    for (int r0 = 0; r0 < VEC_ROWS; r0 += VEC_PASS) {
-      float sc[VEC_PASS][16];
-      for (int jq = 0; jq < 16; jq += 4) {
-        // Four keys at a time; a key past `last` reads slot `last` (always in the cache) and
-        // is masked below, so the loop has no branch per key.
-        float4 f[VEC_PASS][4];
-        for (int k4 = 0; k4 < 4; ++k4) {
-          __global const kv_t* kr = kb + (size_t)min(j0 + jq + k4, last) * HEAD_DIM;
-          float16 t[VEC_PASS];
-          const float16 k0 = KV_LOAD16(0, kr);
-          for (int r = 0; r < VEC_PASS; ++r) t[r] = qv[r0 + r][0] * k0;
-          for (int c = 1; c < C16; ++c) {
-            const float16 kc = KV_LOAD16(c, kr);
-            for (int r = 0; r < VEC_PASS; ++r) t[r] = fma(qv[r0 + r][c], kc, t[r]);
-          }
-          for (int r = 0; r < VEC_PASS; ++r) f[r][k4] = fold16(t[r]);
-        }
-        const int4 j4 = (int4)(j0 + jq) + (int4)(0, 1, 2, 3);
-        for (int r = 0; r < VEC_PASS; ++r) {
-          const int limit = n_past + i0 + r0 + r;  // row r0 + r sees slots (limit - window, limit]
-          const float4 s4 = sum4x4(f[r][0], f[r][1], f[r][2], f[r][3]);
-          vstore4(select((float4)(-INFINITY), s4, (j4 <= (int4)(limit)) & (j4 > (int4)(limit - window))), jq / 4,
-                  sc[r]);
-        }
+  for (int j0 = start; j0 <= last; j0 += SB) {
+    // Scores of SB keys; a key past `last` reads slot `last` and is masked, so no branch per key.
+    rowv sc[SB];
+#pragma unroll
+    for (int k0 = 0; k0 < SB; k0 += KB) {
+      __global const kv_t* kr[KB];
+      rowv a[KB];
+#pragma unroll
+      for (int k = 0; k < KB; ++k) {
+        kr[k] = kb + (size_t)min(j0 + k0 + k, last) * HEAD_DIM;
+        a[k] = (rowv)(0.0f);
       }
-      for (int r = 0; r < VEC_PASS; ++r) {
-        const int rr = r0 + r;
-        const float16 sv = vload16(0, sc[r]);
-        const float8 m8 = fmax(sv.lo, sv.hi);
-        const float4 m4 = fmax(m8.lo, m8.hi);
-        const float m_new = fmax(m[rr], fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w)));
-        if (m_new == -INFINITY) {  // the row has seen no key yet (its window starts later)
-          vstore16((float16)(0.0f), 0, sc[r]);
-          continue;
-        }
-        const float corr = exp(m[rr] - m_new);
-        const float16 p = exp(sv - m_new);
-        s[rr] = s[rr] * corr + sum16(p);
-        m[rr] = m_new;
-        vstore16(p, 0, sc[r]);
-        for (int c = 0; c < C16; ++c) acc[rr][c] *= corr;
+      for (int d = 0; d < HEAD_DIM; ++d) {
+        const rowv qd = qt[d];
+#pragma unroll
+        for (int k = 0; k < KB; ++k) a[k] = fma((rowv)(KV_LOAD(kr[k] + d)), qd, a[k]);
       }
-      for (int c = 0; c < C16; ++c)
-        for (int jj = 0; jj < jn; ++jj) {
-          const float16 vv = KV_LOAD16(c, vb + (size_t)(j0 + jj) * HEAD_DIM);
-          for (int r = 0; r < VEC_PASS; ++r) acc[r0 + r][c] = fma((float16)(sc[r][jj]), vv, acc[r0 + r][c]);
-        }
+#pragma unroll
+      for (int k = 0; k < KB; ++k) {
+        const rowi j = (rowi)(j0 + k0 + k);
+        sc[k0 + k] = select((rowv)(-INFINITY), a[k], (j <= limit) & (j > limit - (rowi)(window)));
+      }
+    }
+    // Online softmax, lane-wise. A row that has seen no key yet keeps max -inf: its exps are
+    // taken against 0, giving 0 rather than NaN.
+    rowv bm = m;
+#pragma unroll
+    for (int k = 0; k < SB; ++k) bm = fmax(bm, sc[k]);
+    const rowv base = select(bm, (rowv)(0.0f), bm == (rowv)(-INFINITY));
+    const rowv corr = exp(m - base);
+    rowv sum = (rowv)(0.0f);
+#pragma unroll
+    for (int k = 0; k < SB; ++k) {
+      sc[k] = exp(sc[k] - base);
+      sum += sc[k];
+    }
+    s = s * corr + sum;
+    m = bm;
+    __global const kv_t* vr[SB];
+#pragma unroll
+    for (int k = 0; k < SB; ++k) vr[k] = vb + (size_t)min(j0 + k, last) * HEAD_DIM;
+    for (int d0 = 0; d0 < HEAD_DIM; d0 += DB) {
+      rowv o[DB];
+#pragma unroll
+      for (int d = 0; d < DB; ++d) o[d] = acct[d0 + d] * corr;
+#pragma unroll
+      for (int k = 0; k < SB; ++k)
+#pragma unroll
+        for (int d = 0; d < DB; ++d) o[d] = fma(sc[k], (rowv)(KV_LOAD(vr[k] + d0 + d)), o[d]);
+#pragma unroll
+      for (int d = 0; d < DB; ++d) acct[d0 + d] = o[d];
     }
   }
+  const rowv inv = 1.0f / s;
+  const rowv row_lse = m + log(s);
+  for (int d = 0; d < HEAD_DIM; ++d) acct[d] *= inv;
+  const float* of = (const float*)acct;
+  const float* lf = (const float*)&row_lse;
   for (int r = 0; r < rows; ++r) {
-    const float inv = 1.0f / s[r];
     __global float* o = out + (size_t)(i0 + r) * ldo + head * HEAD_DIM;
-    for (int c = 0; c < C16; ++c) vstore16(acc[r][c] * inv, c, o);
-    lse[(size_t)(i0 + r) * n_heads + head] = m[r] + log(s[r]);
+    for (int d = 0; d < HEAD_DIM; ++d) o[d] = of[d * VEC_ROWS + r];
+    lse[(size_t)(i0 + r) * n_heads + head] = lf[r];
   }
 }
 #endif

@@ -134,19 +134,14 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
   if (n_past + n > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
   const float scale = score_scale(s);
   const int window = window_arg(s);
-  if (c.tuning().attention_vec16 && n > 1 && s.head_dim % 16 == 0) {
-    // Query rows per work-item, which share each block of 16 keys and values while it sits
-    // in the L1 cache, scoring two rows per pass (VEC_PASS: more spill the registers).
-    // "auto": 2. On PoCL (2-core AVX2 EPYC) two rows ran fastest on both head sizes we run
-    // before passes existed (docs/benchmarks.md); 8-32 rows in passes of two measured within
-    // this VM's noise of it, through the pot and in `bench --attention`. Blocks start on
-    // multiples of 16 slots, so the rows per item change no bit of the output.
+  if (c.tuning().attention_vec16 && n > 1) {
+    // Query rows per work-item, one per vector lane (4, 8 or 16). "auto": 16, which on PoCL
+    // (2-core AVX2 EPYC) ran fastest for both head sizes we run (`bench --attention`,
+    // docs/benchmarks.md). The rows per item change no bit of the output (attention.cl).
     const int tuned = c.tuning().attention_vec16_rows;
-    const int rows = tuned > 0 ? tuned : 2;
-    const int pass = rows % 2 == 0 ? 2 : 1;
+    const int rows = tuned > 0 ? tuned : 16;
     c.kernel("kv_format.cl+attention.cl", "attention_vec16",
-             attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows) +
-                 " -DVEC_PASS=" + std::to_string(pass))
+             attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
         .launch(c.queue(), {size_t((n + rows - 1) / rows), size_t(s.n_heads)});
     return;

@@ -46,9 +46,10 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   if (j.contains("attention_vec16_rows")) {
     const auto& v = j["attention_vec16_rows"];
     if (v == "auto") t.attention_vec16_rows = 0;
-    else if (v.is_number_integer() && v.get<long long>() >= 1 && v.get<long long>() <= 64) t.attention_vec16_rows = v.get<int>();
+    else if (v == 4 || v == 8 || v == 16) t.attention_vec16_rows = v.get<int>();
     else
-      throw ClError("platforms/tuning.json: 'attention_vec16_rows' must be a whole number in [1, 64] or \"auto\", got " +
+      throw ClError("platforms/tuning.json: 'attention_vec16_rows' must be 4, 8, 16 (rows per work-item, one per "
+                    "vector lane) or \"auto\", got " +
                     v.dump());
   }
   for (const char* k : {"matvec_local", "norm_local", "attention_tile_rows", "attention_key_tile",

@@ -27,8 +27,8 @@ struct Tuning {
   // Prefill attention runs attention_vec16 (a work-item per row and query head, float16
   // arithmetic; heads of a multiple of 16 floats) instead of attention_tiled / attention.
   bool attention_vec16 = false;
-  // Query rows per attention_vec16 work-item: each key and value is loaded once for them all.
-  // 0 ("auto" in the file): 2 (ops::attention says why).
+  // Query rows per attention_vec16 work-item, one per vector lane: 4, 8 or 16. Each key and
+  // value is loaded once for them all. 0 ("auto" in the file): 16 (ops::attention says why).
   int attention_vec16_rows = 0;
   // Decode attention: work-items per KV head sharing the cache's keys (attention_decode_split);
   // 1 = one work-item walks them all (what a CPU device runs best; a GPU idles on it).

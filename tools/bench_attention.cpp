@@ -32,12 +32,9 @@ double attention_flops(int n_heads, int head_dim, int n_past, int n) {
 // Variants by their tuning values (the inside of a JSON object, as platforms/tuning.json
 // writes them).
 const std::vector<std::pair<std::string, std::string>> kAttentionVariants = {
-    {"vec16 rows 1", "\"attention_vec16\": true, \"attention_vec16_rows\": 1"},
-    {"vec16 rows 2", "\"attention_vec16\": true, \"attention_vec16_rows\": 2"},
     {"vec16 rows 4", "\"attention_vec16\": true, \"attention_vec16_rows\": 4"},
     {"vec16 rows 8", "\"attention_vec16\": true, \"attention_vec16_rows\": 8"},
     {"vec16 rows 16", "\"attention_vec16\": true, \"attention_vec16_rows\": 16"},
-    {"vec16 rows 32", "\"attention_vec16\": true, \"attention_vec16_rows\": 32"},
     {"tiled 16x32", "\"attention_vec16\": false, \"attention_tile_rows\": 16, \"attention_key_tile\": 32"},
     {"untiled", "\"attention_vec16\": false, \"attention_tile_rows\": 1"},
 };
@@ -48,9 +45,6 @@ nlohmann::json bench_attention(const std::string& device, int reps, int n_heads,
   nlohmann::json out = nlohmann::json::array();
   const int ldq = (n_heads + 2 * n_kv_heads) * head_dim, ldo = n_heads * head_dim;
   for (const auto& [name, values] : kAttentionVariants) {
-    // ops::attention runs vec16 only on heads of whole float16s; elsewhere it would time
-    // another kernel under this name.
-    if (name.rfind("vec16", 0) == 0 && head_dim % 16) continue;
     cl::ContextOptions co;
     co.device = device;
     co.tuning_overrides = nlohmann::json::parse("{" + values + "}");

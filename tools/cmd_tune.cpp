@@ -93,7 +93,7 @@ std::vector<nlohmann::json> candidates(const std::string& key) {
   if (key == "attention_tile_rows") return {1, 8, 16, 32};
   if (key == "attention_key_tile") return {16, 32, 64};
   if (key == "attention_decode_split") return {1, 8, 32, 64};
-  if (key == "attention_vec16_rows") return {1, 2, 4, 8, 16, 32};
+  if (key == "attention_vec16_rows") return {4, 8, 16};
   if (key == "matvec_fusion" || key == "attention_vec16") return {false, true};
   if (key == "matvec_int8")
     return {nlohmann::json::array(), {"Q4_0", "Q4_1"}, {"Q4_0", "Q4_1", "Q8_0"}};

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -85,20 +86,17 @@ void expect_mass_of_all_rows(const std::string& what, cl::Context& cx, const ops
 
 // Every attention variant, each in a context tuned to run it: the untiled kernel (1 row per
 // work-item), the tiled one with the default tile and a small one whose tile boundaries fall
-// inside the test cases, and vec16 (a work-item per row and head; its 16-key blocks end
-// inside the cases too), also with 3, 4 and 6 rows per work-item (the last work-item of a chunk
-// holds fewer rows, and the rows of one work-item see different keys; 4 and 6 rows take their
-// scores two rows per pass over each key block, 3 one) and the default ("auto").
+// inside the test cases, and vec16 (rows in vector lanes; its 16-key blocks end inside the
+// cases too) with 4, 8 and 16 rows per work-item (the last work-item of a chunk holds fewer
+// rows, and the rows of one work-item see different keys) and the default ("auto").
 std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_variants() {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
   variants.emplace_back("tiled 16x32", testing_support::context_with_tuning("\"attention_tile_rows\": 16"));
   variants.emplace_back("tiled 4x16", testing_support::context_with_tuning(
                                          "\"attention_tile_rows\": 4, \"attention_key_tile\": 16"));
-  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true, "
-                                                                      "\"attention_vec16_rows\": 1"));
   variants.emplace_back("vec16 auto", testing_support::context_with_tuning("\"attention_vec16\": true"));
-  for (int rows : {3, 4, 6})
+  for (int rows : {4, 8, 16})
     variants.emplace_back("vec16 rows " + std::to_string(rows),
                           testing_support::context_with_tuning("\"attention_vec16\": true, \"attention_vec16_rows\": " +
                                                                std::to_string(rows)));
@@ -171,6 +169,39 @@ TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
         // The mass of the window's rows lands only on the keys they see.
         expect_mass_of_all_rows("windowed attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, d_q, d_k, d_lse);
       }
+}
+
+// vec16 keeps a row's sums whatever work-item holds it (key blocks start on multiples of 16
+// from slot 0, attention.cl): 4, 8 and 16 rows per item give the same bits, in a chunk whose
+// items end at different rows, with and without a sliding window.
+TEST_F(AttentionKernel, Vec16RowsPerItemChangeNoBit) {
+  const Case c{6, 2, 64, 37, 29, 12.0f};
+  for (int window : {0, 21}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4, window};
+    ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+    s.window = window;
+    const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
+    const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 770);
+    const std::vector<float> q = make_queries(c, ldq, 780);
+    std::vector<std::vector<float>> outs, lses;
+    for (int rows : {4, 8, 16}) {
+      auto cx = testing_support::context_with_tuning("\"attention_vec16\": true, \"attention_vec16_rows\": " +
+                                                     std::to_string(rows));
+      auto d_q = testing_support::upload(*cx, q);
+      auto d_k = testing_support::upload(*cx, cache.k);
+      auto d_v = testing_support::upload(*cx, cache.v);
+      auto d_out = cx->memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * ldo * 4, "out");
+      auto d_lse = cx->memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
+      ops::attention(*cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+      outs.push_back(testing_support::download(*cx, d_out, size_t(c.n) * ldo));
+      lses.push_back(testing_support::download(*cx, d_lse, size_t(c.n) * c.n_heads));
+    }
+    for (size_t v = 1; v < outs.size(); ++v) {
+      EXPECT_EQ(0, std::memcmp(outs[v].data(), outs[0].data(), outs[0].size() * sizeof(float))) << "rows variant " << v;
+      EXPECT_EQ(0, std::memcmp(lses[v].data(), lses[0].data(), lses[0].size() * sizeof(float))) << "rows variant " << v;
+    }
+  }
 }
 
 // The fp16 KV store (--kv-type f16): every variant reads half keys and values (vload_half*),

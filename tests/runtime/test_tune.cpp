@@ -93,15 +93,15 @@ TEST(Tuning, GemmTileRowsAutoFollowsTheNativeVectorWidth) {
   }
 }
 
-// attention_vec16_rows: "auto" (0, resolved at launch) or a row count in [1, 64];
+// attention_vec16_rows: "auto" (0, resolved at launch) or 4, 8 or 16 rows (vector lanes);
 // written back as it was read.
 TEST(Tuning, AttentionVec16RowsAreAutoOrACount) {
   const cl::DeviceInfo dev{};
   EXPECT_EQ(cl::lookup_tuning(dev, {{"attention_vec16_rows", "auto"}}).attention_vec16_rows, 0);
-  EXPECT_EQ(cl::lookup_tuning(dev, {{"attention_vec16_rows", 3}}).attention_vec16_rows, 3);
+  EXPECT_EQ(cl::lookup_tuning(dev, {{"attention_vec16_rows", 8}}).attention_vec16_rows, 8);
   EXPECT_EQ(cl::lookup_tuning(dev, {{"attention_vec16_rows", "auto"}}).to_json()["attention_vec16_rows"], "auto");
-  EXPECT_EQ(cl::lookup_tuning(dev, {{"attention_vec16_rows", 3}}).to_json()["attention_vec16_rows"], 3);
-  for (const json bad : {json(0), json(65), json("many"), json(2.5)}) {
+  EXPECT_EQ(cl::lookup_tuning(dev, {{"attention_vec16_rows", 8}}).to_json()["attention_vec16_rows"], 8);
+  for (const json bad : {json(0), json(2), json(12), json(32), json("many"), json(2.5)}) {
     try {
       (void)cl::lookup_tuning(dev, {{"attention_vec16_rows", bad}});
       ADD_FAILURE() << "accepted attention_vec16_rows " << bad.dump();
