@@ -24,8 +24,9 @@ struct Tuning {
   int norm_local = 0;                  // work-group size of row reductions
   int attention_tile_rows = 0;         // query rows per work-group in attention_tiled (1 = untiled)
   int attention_key_tile = 0;          // keys staged in local memory per step
-  // Prefill attention runs attention_vec16 (a work-item per row and query head, float16
-  // arithmetic; heads of a multiple of 16 floats) instead of attention_tiled / attention.
+  // Prefill attention runs attention_vec16 (a work-item per block of query rows and a query
+  // head, the rows in vector lanes; what a CPU device runs best) instead of attention_tiled /
+  // attention.
   bool attention_vec16 = false;
   // Query rows per attention_vec16 work-item, one per vector lane: 4, 8 or 16. Each key and
   // value is loaded once for them all. 0 ("auto" in the file): 16 (ops::attention says why).

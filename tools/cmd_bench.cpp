@@ -467,8 +467,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--kv-type", o->kv_type, "KV element type: auto, f16, f32")->capture_default_str()
       ->check(CLI::IsMember({"auto", "f16", "f32"}));
-  CLI::Option* vs_llama = sub->add_option("--vs-llama-cpp", o->llama_dir, "Directory with llama.cpp's programs (--llama-cpp-tool): run it on the same "
-                                                 "GGUF at each --ctx (full KV cache) and compare");
+  CLI::Option* vs_llama = sub->add_option("--vs-llama-cpp", o->llama_dir,
+                                          "Directory with llama.cpp's programs (--llama-cpp-tool): run it on the same "
+                                          "GGUF at each --ctx (full KV cache) and compare");
   sub->add_option("--llama-cpp-tool", o->llama_tool,
                   "What runs llama.cpp: llama-bench (two prefills per length: pp<ctx>, and tg<n> at depth ctx) or "
                   "llama-completion (one: it reads the same document as our rows and decodes -n tokens after it; "

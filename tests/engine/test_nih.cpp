@@ -639,8 +639,9 @@ TEST(NihCli, ARunThatMeasuredNothingFails) {
   const std::string out = dir.file("r.jsonl");
   const auto r = test::run_infinipot({"nih", "-m", test::real_model_path(), "--pot", "10", "--lengths", "512",
                                       "--depths", "0.5", "--trials", "2", "--haystacks", "passkey", "--out", out});
-  EXPECT_TRUE(test::fails_cleanly(r, {"all 2 trials", "r.jsonl", "nothing was measured", "The first: refused: --pot 10 cannot hold", "use --pot"},
-                                  1, 120));
+  EXPECT_TRUE(test::fails_cleanly(
+      r, {"all 2 trials", "r.jsonl", "nothing was measured", "The first: refused: --pot 10 cannot hold", "use --pot"}, 1,
+      120));
   std::ifstream in(out);
   std::string line;
   int records = 0;
