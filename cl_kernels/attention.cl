@@ -1,4 +1,5 @@
-// Causal grouped-query attention of a chunk of queries against the KV store (needs kv_format.cl).
+// Causal grouped-query attention of a chunk of queries against the KV store (needs kv_format.cl,
+// vector_reduce.cl).
 // Compile-time (-D): HEAD_DIM (multiple of 4), GROUP (query heads per KV head).
 //   q:      [n][ldq] float, query head h at columns h*HEAD_DIM (already rotated)
 //   k/v:    [n_kv_heads][cap][HEAD_DIM] kv_t (keys rotated at their positions)
@@ -287,9 +288,7 @@ void attention_tiled(__global const float* q, const int ldq, __global const kv_t
           vstore16(e, b, p[h]);
           sum += e;
         }
-        const float8 s8 = sum.lo + sum.hi;
-        const float4 s4 = s8.lo + s8.hi;
-        s[h] += (s4.x + s4.y) + (s4.z + s4.w);
+        s[h] += sum16(sum);
       }
       for (int jj = 0; jj < jend; ++jj)
         for (int d = 0; d < V4; ++d) {

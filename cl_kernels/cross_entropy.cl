@@ -1,23 +1,11 @@
-// Fused per-token cross-entropy over vocabulary tiles: the LM head is computed tile by
-// tile and each tile folds into a running log-sum-exp, so a [chunk x vocab] matrix never
-// exists. After the last tile, nll[r] = m[r] + log(s[r]) - target_logit[r].
+// Fused per-token cross-entropy over vocabulary tiles (needs vector_reduce.cl): the LM head
+// is computed tile by tile and each tile folds into a running log-sum-exp, so a [chunk x
+// vocab] matrix never exists. After the last tile, nll[r] = m[r] + log(s[r]) - target_logit[r].
 //   logits: [n][tile] float for vocabulary ids v0 .. v0+tile-1
 //   targets: [n] int (-1: row not scored)   m, s, tl: [n] running state (m starts at -inf)
 // One work-item per row, reading it 16 logits at a time in explicit float16 arithmetic (a
 // work-item per row with scalar loops left PoCL gathering one logit from each of 8 rows per
 // vector, a quarter of NuC's time; docs/benchmarks.md).
-inline float max16(const float16 v) {
-  const float8 a = fmax(v.lo, v.hi);
-  const float4 b = fmax(a.lo, a.hi);
-  return fmax(fmax(b.x, b.y), fmax(b.z, b.w));
-}
-
-inline float sum16(const float16 v) {
-  const float8 a = v.lo + v.hi;
-  const float4 b = a.lo + a.hi;
-  return (b.x + b.y) + (b.z + b.w);
-}
-
 __kernel void ce_update(__global const float* logits, const int n, const int tile, const int v0,
                         __global const int* targets, __global float* m, __global float* s, __global float* tl) {
   const int r = get_global_id(0);

@@ -1,5 +1,5 @@
 // Quantized matrix-vector products for decode (needs quant_formats.cl, activations.cl,
-// kv_format.cl).
+// kv_format.cl, vector_reduce.cl).
 //   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
 //   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 8; of 32 for block formats)
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), one weight
@@ -30,12 +30,6 @@
 #else
 #define OUTS ROWS
 #endif
-
-inline float sum16(const float16 a) {
-  const float8 a8 = a.lo + a.hi;
-  const float4 a4 = a8.lo + a8.hi;
-  return (a4.x + a4.y) + (a4.z + a4.w);
-}
 
 // x and nw as 8-float vectors through aligned pointers: a row of x starts 32-byte aligned
 // (every cl_mem is aligned to the device's base address alignment, at least 128 bytes, and

@@ -140,7 +140,7 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     // docs/benchmarks.md). The rows per item change no bit of the output (attention.cl).
     const int tuned = c.tuning().attention_vec16_rows;
     const int rows = tuned > 0 ? tuned : 16;
-    c.kernel("kv_format.cl+attention.cl", "attention_vec16",
+    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_vec16",
              attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
         .launch(c.queue(), {size_t((n + rows - 1) / rows), size_t(s.n_heads)});
@@ -151,7 +151,7 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     // Tiled variant: a work-group of `rows` query rows shares each tile of keys and values.
     const int key_tile = c.tuning().attention_key_tile;
     if (key_tile < 16 || key_tile % 16) throw cl::ClError("platforms/: attention_key_tile must be a multiple of 16");
-    c.kernel("kv_format.cl+attention.cl", "attention_tiled",
+    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_tiled",
              attention_options(s) + " -DTILE_ROWS=" + std::to_string(rows) + " -DKEY_TILE=" + std::to_string(key_tile))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
         .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)}, {size_t(rows), 1});
@@ -164,14 +164,14 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
         {uint64_t(std::max(1, c.tuning().attention_decode_split)), c.device().max_work_group_size,
          c.device().local_mem_bytes / (64 * sizeof(float))}));
     if (split > 1) {
-      c.kernel("kv_format.cl+attention.cl", "attention_decode_split",
+      c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_split",
                attention_options(s) + " -DSPLIT=" + std::to_string(split))
           .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window)
           .launch(c.queue(), {size_t(split), size_t(s.n_kv_heads)}, {size_t(split), 1});
       return;
     }
   }
-  c.kernel("kv_format.cl+attention.cl", "attention", attention_options(s))
+  c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention", attention_options(s))
       .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
       .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)});
 }
@@ -181,25 +181,25 @@ void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ld
   if (c.tuning().attention_vec16) {
     // 16 entries per work-item, the same sums bit for bit (cl_kernels/attention.cl): on PoCL
     // the per-entry kernel ran H2O's full-chunk mass at a fifth of the attention's rate.
-    c.kernel("kv_format.cl+attention.cl", "attention_mass_vec16", attention_options(s))
+    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_mass_vec16", attention_options(s))
         .args(q, ldq, k_cache, s.cap, n_past, r0, r1, score_scale(s), lse, s.n_heads, mass,
               static_cast<int>(mass_offset), window_arg(s))
         .launch(c.queue(), {size_t((n_past + r1 + 15) / 16), size_t(s.n_kv_heads)});
     return;
   }
-  c.kernel("kv_format.cl+attention.cl", "attention_mass", attention_options(s))
+  c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_mass", attention_options(s))
       .args(q, ldq, k_cache, s.cap, n_past, r0, r1, score_scale(s), lse, s.n_heads, mass, static_cast<int>(mass_offset),
             window_arg(s))
       .launch(c.queue(), {size_t(n_past + r1), size_t(s.n_kv_heads)});
 }
 
 void ce_init(Context& c, Buffer& m, Buffer& s, Buffer& tl, int n) {
-  c.kernel("cross_entropy.cl", "ce_init").args(m, s, tl, n).launch(c.queue(), {size_t(n)});
+  c.kernel("vector_reduce.cl+cross_entropy.cl", "ce_init").args(m, s, tl, n).launch(c.queue(), {size_t(n)});
 }
 
 void ce_update(Context& c, const Buffer& logits, int n, int tile, int v0, const Buffer& targets, Buffer& m, Buffer& s,
                Buffer& tl) {
-  c.kernel("cross_entropy.cl", "ce_update")
+  c.kernel("vector_reduce.cl+cross_entropy.cl", "ce_update")
       .args(logits, n, tile, v0, targets, m, s, tl)
       .launch(c.queue(), {size_t(n)});
 }

@@ -49,7 +49,7 @@ static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, con
   require(!norm.w || norm.w->bytes() >= size_t(W.cols) * 4, std::string(what) + ": norm weight too small");
 }
 
-constexpr const char* kMatvecFiles = "quant_formats.cl+activations.cl+kv_format.cl+matvec.cl";
+constexpr const char* kMatvecFiles = "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+matvec.cl";
 
 // matvec.cl with its fusion options; Wu / up_row0 / norm are dummies when unused.
 static void launch_float_matvec(Context& c, std::string opts, const DeviceWeight& W, const DeviceWeight& Wu,
