@@ -356,7 +356,8 @@ __kernel void attention_vec16(__global const float* q, const int ldq, __global c
   }
   for (int d = 0; d < HEAD_DIM; ++d) acct[d] = (rowv)(0.0f);
   rowv m = (rowv)(-INFINITY), s = (rowv)(0.0f);
-  const rowi limit = (rowi)(n_past + i0) + LANE_INDEX;  // lane r sees slots (limit - window, limit]
+  const rowi limit = (rowi)(n_past + i0) + LANE_INDEX;  // lane r sees slots (outside, limit]
+  const rowi outside = limit - (rowi)(window);  // the last slot before its window
   const int last = n_past + i0 + rows - 1;                // the last slot any row sees
   const int start = max(0, n_past + i0 - window + 1) / SB * SB;
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
@@ -381,7 +382,7 @@ __kernel void attention_vec16(__global const float* q, const int ldq, __global c
 #pragma unroll
       for (int k = 0; k < KB; ++k) {
         const rowi j = (rowi)(j0 + k0 + k);
-        sc[k0 + k] = select((rowv)(-INFINITY), a[k], (j <= limit) & (j > limit - (rowi)(window)));
+        sc[k0 + k] = select((rowv)(-INFINITY), a[k], (j <= limit) & (j > outside));
       }
     }
     // Online softmax, lane-wise. A row that has seen no key yet keeps max -inf: its exps are

@@ -70,6 +70,32 @@ std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
   return random_floats(size_t(c.n) * ldq, seed, -c.q_amp, c.q_amp);
 }
 
+// One ops::attention call of a case: uploads q and the store's keys and values (floats, or
+// half bits for the fp16 store), runs over a chunk whose output starts as out0 ([n][ldo]:
+// columns past the heads must survive; NaN elsewhere shows any output left unwritten) and
+// downloads out and lse. The buffers stay for the attention-mass checks that reuse them.
+struct AttentionRun {
+  cl::Buffer d_q, d_k, d_v, d_out, d_lse;
+  std::vector<float> out, lse;
+  template <class KV>
+  AttentionRun(cl::Context& cx, const ops::AttentionShape& s, const Case& c, const std::vector<float>& q, int ldq,
+               const std::vector<KV>& k, const std::vector<KV>& v, const std::vector<float>& out0)
+      : d_q(testing_support::upload(cx, q)),
+        d_k(testing_support::upload(cx, k)),
+        d_v(testing_support::upload(cx, v)),
+        d_out(testing_support::upload(cx, out0)),
+        d_lse(cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse")) {
+    const int ldo = static_cast<int>(out0.size() / c.n);
+    ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+    out = testing_support::download(cx, d_out, out0.size());
+    lse = testing_support::download(cx, d_lse, size_t(c.n) * c.n_heads);
+  }
+};
+
+std::vector<float> unwritten(const Case& c, int ldo) {
+  return std::vector<float>(size_t(c.n) * ldo, std::numeric_limits<float>::quiet_NaN());
+}
+
 // The attention mass of all of a chunk's rows from the device (into a zeroed buffer) against
 // the reference over the keys k (the values the device's store holds, fp32 or rounded half).
 void expect_mass_of_all_rows(const std::string& what, cl::Context& cx, const ops::AttentionShape& s,
@@ -119,20 +145,15 @@ TEST_F(AttentionKernel, AttentionMatchesReference) {
     const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim + 3;
     const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 700 + c.n_past);
     const std::vector<float> q = make_queries(c, ldq, 710 + c.head_dim);
-    auto d_q = testing_support::upload(cx, q);
-    auto d_k = testing_support::upload(cx, cache.k);
-    auto d_v = testing_support::upload(cx, cache.v);
     const std::vector<float> out0 = random_floats(size_t(c.n) * ldo, 720);  // padding columns must survive
-    auto d_out = testing_support::upload(cx, out0);
-    auto d_lse = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
-    ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+    const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, out0);
 
     std::vector<float> out = out0, lse(size_t(c.n) * c.n_heads);
     ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
-    EXPECT_TRUE(all_close("attention out " + c.name(), testing_support::download(cx, d_out, d_out.bytes() / 4), out, [&](size_t i) {
+    EXPECT_TRUE(all_close("attention out " + c.name(), run.out, out, [&](size_t i) {
       return int(i % ldo) < c.n_heads * c.head_dim ? kAttnTol : 0.0;  // max|v| <= 1
     }));
-    EXPECT_TRUE(all_close("attention lse " + c.name(), testing_support::download(cx, d_lse, d_lse.bytes() / 4), lse,
+    EXPECT_TRUE(all_close("attention lse " + c.name(), run.lse, lse,
                           [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
   }
 }
@@ -154,20 +175,15 @@ TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
         const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
         const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 730 + c.n_past);
         const std::vector<float> q = make_queries(c, ldq, 740 + c.head_dim);
-        auto d_q = testing_support::upload(cx, q);
-        auto d_k = testing_support::upload(cx, cache.k);
-        auto d_v = testing_support::upload(cx, cache.v);
-        auto d_out = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * ldo * 4, "out");
-        auto d_lse = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
-        ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+        const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
         std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
         ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
-        EXPECT_TRUE(all_close("windowed attention out " + c.name(), testing_support::download(cx, d_out, out.size()),
-                              out, kAttnTol));
-        EXPECT_TRUE(all_close("windowed attention lse " + c.name(), testing_support::download(cx, d_lse, lse.size()),
-                              lse, [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
+        EXPECT_TRUE(all_close("windowed attention out " + c.name(), run.out, out, kAttnTol));
+        EXPECT_TRUE(all_close("windowed attention lse " + c.name(), run.lse, lse,
+                              [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
         // The mass of the window's rows lands only on the keys they see.
-        expect_mass_of_all_rows("windowed attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, d_q, d_k, d_lse);
+        expect_mass_of_all_rows("windowed attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, run.d_q, run.d_k,
+                                run.d_lse);
       }
 }
 
@@ -188,14 +204,9 @@ TEST_F(AttentionKernel, Vec16RowsPerItemChangeNoBit) {
     for (int rows : {4, 8, 16}) {
       auto cx = testing_support::context_with_tuning("\"attention_vec16\": true, \"attention_vec16_rows\": " +
                                                      std::to_string(rows));
-      auto d_q = testing_support::upload(*cx, q);
-      auto d_k = testing_support::upload(*cx, cache.k);
-      auto d_v = testing_support::upload(*cx, cache.v);
-      auto d_out = cx->memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * ldo * 4, "out");
-      auto d_lse = cx->memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
-      ops::attention(*cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
-      outs.push_back(testing_support::download(*cx, d_out, size_t(c.n) * ldo));
-      lses.push_back(testing_support::download(*cx, d_lse, size_t(c.n) * c.n_heads));
+      const AttentionRun run(*cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
+      outs.push_back(run.out);
+      lses.push_back(run.lse);
     }
     for (size_t v = 1; v < outs.size(); ++v) {
       EXPECT_EQ(0, std::memcmp(outs[v].data(), outs[0].data(), outs[0].size() * sizeof(float))) << "rows variant " << v;
@@ -227,21 +238,16 @@ TEST_F(AttentionKernel, HalfStoreMatchesReference) {
         cache.v[e] = quant::fp16_to_fp32(v16[e]);
       }
       const std::vector<float> q = make_queries(c, ldq, 760 + c.head_dim);
-      auto d_q = testing_support::upload(cx, q);
-      auto d_k = testing_support::upload(cx, k16);
-      auto d_v = testing_support::upload(cx, v16);
-      auto d_out = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * ldo * 4, "out");
-      auto d_lse = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n) * c.n_heads * 4, "lse");
-      ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, c.n, d_out, ldo, d_lse);
+      const AttentionRun run(cx, s, c, q, ldq, k16, v16, unwritten(c, ldo));
       std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
       ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
-      EXPECT_TRUE(all_close("half-store attention out " + c.name(), testing_support::download(cx, d_out, out.size()), out,
-                            kAttnTol));
-      EXPECT_TRUE(all_close("half-store attention lse " + c.name(), testing_support::download(cx, d_lse, lse.size()), lse,
+      EXPECT_TRUE(all_close("half-store attention out " + c.name(), run.out, out, kAttnTol));
+      EXPECT_TRUE(all_close("half-store attention lse " + c.name(), run.lse, lse,
                             [&](size_t i) { return kAttnTol * (1 + std::fabs(lse[i])); }));
       // The mass kernels read the half keys too (the per-entry one under the work-group variants'
       // tuning, attention_mass_vec16 under vec16's).
-      expect_mass_of_all_rows("half-store attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, d_q, d_k, d_lse);
+      expect_mass_of_all_rows("half-store attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, run.d_q, run.d_k,
+                              run.d_lse);
     }
 }
 
