@@ -350,6 +350,7 @@ void nih_command(const NihOpts& o) {
         reset_peak_rss();
         const auto t0 = std::chrono::steady_clock::now();
         auto wall = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+        const double cpu0 = process_cpu_seconds();
         std::string outcome;
         // A trial that could not run: an error record, which a later run tries again.
         auto record_error = [&](const char* kind, const std::exception& e) {
@@ -432,6 +433,7 @@ void nih_command(const NihOpts& o) {
           r["host_peak_rss"] = host_peak_rss();  // since this trial began
           r["kv_capacity"] = a.kv_capacity;
           r["wall_s"] = wall();
+          r["cpu_s"] = process_cpu_seconds() - cpu0;  // the trial's own work, pauses excluded
           r["device"] = device_name;
           last_tps = r["prefill_tok_s"].get<double>();
           std::string shown = g.text.substr(0, 40);

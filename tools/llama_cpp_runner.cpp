@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -211,6 +212,12 @@ long long host_peak_rss() {
   while (std::getline(in, line))
     if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
   return 0;
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0) return 0;
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 bool reset_peak_rss() {

@@ -14,6 +14,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "engine/answer.h"
 #include "engine/nih.h"
@@ -631,6 +632,10 @@ TEST(TaskCli, EveryTaskRunsEndToEndAndResumes) {
     // The score is the task's rule applied to the recorded answer.
     EXPECT_EQ(score, t.score(rec.at("answer"), rec.at("references").get<std::vector<std::string>>()).fraction);
     EXPECT_LE(std::abs(rec.at("doc_tokens").get<int>() - 900), 9);
+    // CPU time of the trial: some was spent, and no more than all cores busy for its wall time.
+    const double cpu = rec.at("cpu_s").get<double>(), wall = rec.at("wall_s").get<double>();
+    EXPECT_GT(cpu, 0.0);
+    EXPECT_LE(cpu, wall * std::max(1u, std::thread::hardware_concurrency()) + 0.05);
   }
   EXPECT_EQ(seen.size(), tasks().size());
   // A rerun has nothing left to do; -n overrides every task's default for new trials.
