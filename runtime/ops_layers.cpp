@@ -129,6 +129,19 @@ static float score_scale(const AttentionShape& s) {
 // stays far from int overflow).
 static int window_arg(const AttentionShape& s) { return s.window > 0 && s.window <= s.cap ? s.window : s.cap + 1; }
 
+// Work-group shape of the attention kernels that leave the group to the driver: their
+// work-items keep kilobytes of private arrays (attention_mass_vec16: the block's keys, 4 KiB at
+// head_dim 64; attention_vec16: 16 rows' queries and sums, 8-34 KiB). PoCL runs a work-group
+// on one thread's stack (8 MiB) and, left to choose, made a whole launch one group of up to
+// 4,096 items: a 16K-token SnapKV read (3,084 items of attention_mass_vec16) and `--chunk
+// 4096` (attention_vec16) overflowed it and crashed, and every launch ran on one core. On CPU
+// devices these kernels go in groups of kCpuAttentionGroup items along dim 0 (the kernels
+// return for items past the end of the rounded-up range); GPUs keep the driver's choice.
+constexpr size_t kCpuAttentionGroup = 8;
+static cl::NDRange attention_group(const Context& c) {
+  return c.device().type == "cpu" ? cl::NDRange(kCpuAttentionGroup, 1) : cl::NDRange();
+}
+
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse) {
   if (n_past + n > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
@@ -143,7 +156,7 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_vec16",
              attention_options(s) + " -DVEC16 -DVEC_ROWS=" + std::to_string(rows))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
-        .launch(c.queue(), {size_t((n + rows - 1) / rows), size_t(s.n_heads)});
+        .launch(c.queue(), {size_t((n + rows - 1) / rows), size_t(s.n_heads)}, attention_group(c));
     return;
   }
   const int rows = c.tuning().attention_tile_rows;
@@ -173,7 +186,7 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
   }
   c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention", attention_options(s))
       .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)
-      .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)});
+      .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)}, attention_group(c));
 }
 
 void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
@@ -184,13 +197,13 @@ void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ld
     c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_mass_vec16", attention_options(s))
         .args(q, ldq, k_cache, s.cap, n_past, r0, r1, score_scale(s), lse, s.n_heads, mass,
               static_cast<int>(mass_offset), window_arg(s))
-        .launch(c.queue(), {size_t((n_past + r1 + 15) / 16), size_t(s.n_kv_heads)});
+        .launch(c.queue(), {size_t((n_past + r1 + 15) / 16), size_t(s.n_kv_heads)}, attention_group(c));
     return;
   }
   c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_mass", attention_options(s))
       .args(q, ldq, k_cache, s.cap, n_past, r0, r1, score_scale(s), lse, s.n_heads, mass, static_cast<int>(mass_offset),
             window_arg(s))
-      .launch(c.queue(), {size_t(n_past + r1), size_t(s.n_kv_heads)});
+      .launch(c.queue(), {size_t(n_past + r1), size_t(s.n_kv_heads)}, attention_group(c));
 }
 
 void ce_init(Context& c, Buffer& m, Buffer& s, Buffer& tl, int n) {

@@ -308,6 +308,62 @@ TEST_F(AttentionKernel, AttentionMassMatchesReference) {
   }
 }
 
+// Launches far larger than the cases above, whose work-items keep kilobytes of private
+// arrays: a chunk of 1,024 rows with Gemma 3's 256-float heads (`--chunk` up to 64K) and the
+// attention mass over a 16K-entry cache (SnapKV's one selection over a whole input). Left to
+// choose, PoCL made each launch one work-group on one thread's 8 MiB stack, and both crashed
+// the process (ops_layers.cpp, attention_group). Rows are checked against the reference at
+// the chunk's ends and middle, so the check costs a few rows of reference, not the whole chunk.
+TEST_F(AttentionKernel, BigChunksAndLongCachesRunAndMatchTheReference) {
+  std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
+  variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
+  variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
+  const Case big{8, 1, 256, 0, 1024}, long_cache{9, 3, 64, 16400, 4};
+  for (auto& [variant, context] : variants) {
+    SCOPED_TRACE(variant);
+    cl::Context& cx = *context;
+    {  // the big chunk
+      const Case& c = big;
+      const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
+      const ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+      const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
+      const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 830);
+      const std::vector<float> q = make_queries(c, ldq, 831);
+      const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
+      for (int i : {0, 1, 15, 16, 511, 1022, 1023}) {
+        std::vector<float> out(ldo), lse(c.n_heads);
+        ref::attention(rs, q.data() + size_t(i) * ldq, ldq, cache.k.data(), cache.v.data(), c.n_past + i, 1, out.data(),
+                       ldo, lse.data());
+        const std::string row = "big chunk row " + std::to_string(i) + " " + c.name();
+        EXPECT_TRUE(all_close(row + " out", {run.out.begin() + size_t(i) * ldo, run.out.begin() + size_t(i + 1) * ldo},
+                              out, kAttnTol));
+        EXPECT_TRUE(all_close(row + " lse",
+                              {run.lse.begin() + size_t(i) * c.n_heads, run.lse.begin() + size_t(i + 1) * c.n_heads},
+                              lse, [&](size_t h) { return kAttnTol * (1 + std::fabs(lse[h])); }));
+      }
+    }
+    {  // the mass of a few rows over a long cache, with the reference's log-sum-exps
+      const Case& c = long_cache;
+      const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
+      const ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+      const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
+      const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 840);
+      const std::vector<float> q = make_queries(c, ldq, 841);
+      std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
+      ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
+      const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
+      EXPECT_TRUE(all_close("long cache out " + c.name(), run.out, out, kAttnTol));
+      auto d_lse = testing_support::upload(cx, lse);
+      auto d_mass = testing_support::upload(cx, std::vector<float>(size_t(c.n_kv_heads) * rs.cap, 0.0f));
+      ops::attention_mass(cx, s, run.d_q, ldq, run.d_k, c.n_past, 0, c.n, d_lse, d_mass, 0);
+      std::vector<float> mass(size_t(c.n_kv_heads) * rs.cap, 0.0f);
+      ref::attention_mass(rs, q.data(), ldq, cache.k.data(), c.n_past, 0, c.n, mass.data());
+      EXPECT_TRUE(all_close("long cache mass " + c.name(), testing_support::download(cx, d_mass, mass.size()), mass,
+                            [&](size_t i) { return kAttnTol * (1 + mass[i]); }));
+    }
+  }
+}
+
 // The pot's compaction: a chunk in the cache, a different subset of entries kept per KV head,
 // gathered to the front of a fresh cache, the next chunk after them, and attention over the
 // result. The caches are filled from the CPU reference (ref::rope_store_kv: RoPE'd keys and
