@@ -7,9 +7,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "build_id.h"  // generated: INFINIPOT_BUILD_ID
 #include "runtime/device_memory.h"
 
 namespace infinipot::cli {
+
+const char* build_id() { return INFINIPOT_BUILD_ID; }
 
 std::string data_path(const std::string& rel) {
   std::error_code ec;

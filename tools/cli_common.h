@@ -15,6 +15,10 @@ void require_utf8(const std::string& text, const std::string& what);
 // A data file (e.g. "data/perplexity.txt") relative to the working directory, else to the
 // source tree this program was built from; rel itself when neither has it.
 std::string data_path(const std::string& rel);
+// The commit this program was built from (cmake/build_id.cmake): a 12-digit hash, with
+// "+modified" when its sources differed from that commit, or "unknown" outside a checkout.
+// Records and benchmark rows carry it, so every figure names the code that produced it.
+const char* build_id();
 // The engine the flags every model command shares ask for (--device-mem parsed here).
 EngineOptions engine_options(const std::string& model, const std::string& device, const std::string& device_mem,
                              int chunk, const std::string& kv_type);

@@ -186,6 +186,7 @@ nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Docum
   // What the cap allows a full KV cache: the longest prompt + answer it can hold.
   row["longest_full_cache_ctx"] = engine.largest_full_cache(1 << 24);
   row["device"] = engine.context().device().name;
+  row["build"] = build_id();
   return row;
 }
 

@@ -345,7 +345,8 @@ void nih_command(const NihOpts& o) {
                             {"key", tr.references[0]}, {"references", tr.references},
                             {"policy", s.name},     {"pot", s.pot},         {"keep", s.keep},
                             {"config", s.config()}, {"doc_tokens", doc.tokens}, {"needle_depth", doc.needle_depth},
-                            {"n_predict", n_predict}, {"question", tr.question}, {"model", model_name}, {"version", "infinipot-nih-1"}};
+                            {"n_predict", n_predict}, {"question", tr.question}, {"model", model_name}, {"version", "infinipot-nih-1"},
+                            {"build", build_id()}};
         if (!o.needle.empty() && o.needle != nih::kNeedle) r["needle"] = o.needle;
         reset_peak_rss();
         const auto t0 = std::chrono::steady_clock::now();
@@ -365,14 +366,15 @@ void nih_command(const NihOpts& o) {
         // stopped in it (--checkpoint-dir), whichever has read further. A saved pot is named
         // after the trial and after what else shapes it, so that it is never read on under
         // other ones: the chunk (the pot at a chunk boundary depends on the chunking), the KV
-        // element type and the device (a record names one).
+        // element type, the device (a record names one) and the build (a trial is read by one
+        // binary: a checkpoint of another build is not resumed).
         std::string identity;
         if (s.uses_pot() && !o.checkpoint_dir.empty()) {
           const std::string dev = engine.device_name();  // opens the context: kv_half() is known after it
           identity = o.out + "\n" + model_name + "\n" +
                      nih::trial_id(s.config(), hay, c.length, c.depth, c.trial, o.seed, task, variant(*c.task)) +
                      "\nchunk " + std::to_string(engine.planned_chunk(s.pot)) + ", kv " +
-                     (engine.kv_half() ? "f16" : "f32") + ", " + dev;
+                     (engine.kv_half() ? "f16" : "f32") + ", " + dev + ", build " + build_id();
         }
         nih::TrialCheckpoint ckpt(identity.empty() ? "" : o.checkpoint_dir, identity, o.checkpoint_every);
         std::string unreadable;

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"infinipot: OpenCL LLM inference with a fixed-size KV memory pot"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("infinipot 0.1.0 (build ") + infinipot::cli::build_id() + ")");
   infinipot::cli::add_devices_command(app);
   infinipot::cli::add_inspect_command(app);
   infinipot::cli::add_tokenize_command(app);

@@ -65,12 +65,15 @@ TEST_F(Bench, JsonRowsHaveEveryFieldWithSaneValues) {
   const json rows = bench_json({"--ctx", "700", "--policy", "infinipot,full", "--pot", "160", "--device-mem", "64M",
                                 "-r", "2", "--chunk", "64"});
   ASSERT_EQ(rows.size(), 2u) << rows.dump(1);
+  const std::string build = test::infinipot_build_id();
+  ASSERT_FALSE(build.empty());
   for (const auto& r : rows) {
     SCOPED_TRACE(r.dump());
     for (const char* k : {"ctx", "policy", "pot", "device_mem", "prefill_tok_s", "decode_tok_s", "ttft_s", "cd_time_s",
                           "cd_share_of_ttft", "peak_device_bytes", "device_bytes", "host_peak_rss", "prompt_tokens",
-                          "ccd_cycles", "stats", "longest_full_cache_ctx"})
+                          "ccd_cycles", "stats", "longest_full_cache_ctx", "build"})
       EXPECT_TRUE(r.contains(k)) << k;
+    EXPECT_EQ(r["build"], build);  // the commit the binary was built from, as --version says
     EXPECT_FALSE(r.contains("error"));
     EXPECT_EQ(r["ctx"], 700);
     EXPECT_EQ(r["device_mem"], 64u << 20);

@@ -638,6 +638,10 @@ TEST(TaskCli, EveryTaskRunsEndToEndAndResumes) {
     EXPECT_LE(cpu, wall * std::max(1u, std::thread::hardware_concurrency()) + 0.05);
   }
   EXPECT_EQ(seen.size(), tasks().size());
+  // Every record names the build that produced it, as `infinipot --version` does.
+  const std::string build = test::infinipot_build_id();
+  ASSERT_FALSE(build.empty());
+  for (const auto& rec : res.records) EXPECT_EQ(rec.at("build"), build);
   // A rerun has nothing left to do; -n overrides every task's default for new trials.
   r = test::run_infinipot(args, {{}, 120});
   ASSERT_TRUE(test::succeeded(r)) << r.describe();

@@ -58,6 +58,15 @@ inline ProcResult run_infinipot(std::vector<std::string> args, const ProcOptions
   args.insert(args.begin(), INFINIPOT_BIN_PATH);
   return run_process(args, opts);
 }
+
+// The build id `infinipot --version` prints ("infinipot 0.1.0 (build ID)"), which its records
+// and benchmark rows carry; "" when the output has no such part.
+inline std::string infinipot_build_id() {
+  const ProcResult r = run_infinipot({"--version"});
+  const size_t at = r.out.find("(build ");
+  const size_t end = at == std::string::npos ? at : r.out.find(')', at);
+  return end == std::string::npos ? "" : r.out.substr(at + 7, end - at - 7);
+}
 #endif
 
 }  // namespace infinipot::test
