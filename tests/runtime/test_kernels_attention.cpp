@@ -70,6 +70,24 @@ std::vector<float> make_queries(const Case& c, int ldq, uint32_t seed) {
   return random_floats(size_t(c.n) * ldq, seed, -c.q_amp, c.q_amp);
 }
 
+// What a test builds from a case: the reference's and the device's shapes (room for 4 slots
+// past the chunk), q|k|v and output row strides, a cache holding n_past + n entries (seed)
+// and the queries (seed + 1).
+struct CaseData {
+  ref::AttnShape rs;
+  ops::AttentionShape s;
+  int ldq, ldo;
+  Cache cache;
+  std::vector<float> q;
+  CaseData(const Case& c, uint32_t seed)
+      : rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4},
+        s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap},
+        ldq((c.n_heads + 2 * c.n_kv_heads) * c.head_dim),
+        ldo(c.n_heads * c.head_dim),
+        cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, seed),
+        q(make_queries(c, ldq, seed + 1)) {}
+};
+
 // One ops::attention call of a case: uploads q and the store's keys and values (floats, or
 // half bits for the fp16 store), runs over a chunk whose output starts as out0 ([n][ldo]:
 // columns past the heads must survive; NaN elsewhere shows any output left unwritten) and
@@ -324,11 +342,8 @@ TEST_F(AttentionKernel, BigChunksAndLongCachesRunAndMatchTheReference) {
     cl::Context& cx = *context;
     {  // the big chunk
       const Case& c = big;
-      const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
-      const ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
-      const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
-      const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 830);
-      const std::vector<float> q = make_queries(c, ldq, 831);
+      const CaseData u(c, 830);
+      const auto& [rs, s, ldq, ldo, cache, q] = u;
       const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
       for (int i : {0, 1, 15, 16, 511, 1022, 1023}) {
         std::vector<float> out(ldo), lse(c.n_heads);
@@ -344,11 +359,8 @@ TEST_F(AttentionKernel, BigChunksAndLongCachesRunAndMatchTheReference) {
     }
     {  // the mass of a few rows over a long cache, with the reference's log-sum-exps
       const Case& c = long_cache;
-      const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4};
-      const ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
-      const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
-      const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 840);
-      const std::vector<float> q = make_queries(c, ldq, 841);
+      const CaseData u(c, 840);
+      const auto& [rs, s, ldq, ldo, cache, q] = u;
       std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
       ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
       const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
