@@ -134,9 +134,9 @@ static int window_arg(const AttentionShape& s) { return s.window > 0 && s.window
 // head_dim 64; attention_vec16: 16 rows' queries and sums, 8-34 KiB). PoCL runs a work-group
 // on one thread's stack (8 MiB) and, left to choose, made a whole launch one group of up to
 // 4,096 items: a 16K-token SnapKV read (3,084 items of attention_mass_vec16) and `--chunk
-// 4096` (attention_vec16) overflowed it and crashed, and every launch ran on one core. On CPU
-// devices these kernels go in groups of kCpuAttentionGroup items along dim 0 (the kernels
-// return for items past the end of the rounded-up range); GPUs keep the driver's choice.
+// 4096` (attention_vec16) overflowed it and crashed. On CPU devices these kernels go in
+// groups of kCpuAttentionGroup items along dim 0 (the kernels return for items past the end
+// of the rounded-up range; no speed change on PoCL); GPUs keep the driver's choice.
 constexpr size_t kCpuAttentionGroup = 8;
 static cl::NDRange attention_group(const Context& c) {
   return c.device().type == "cpu" ? cl::NDRange(kCpuAttentionGroup, 1) : cl::NDRange();
