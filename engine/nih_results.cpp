@@ -255,7 +255,7 @@ nlohmann::json tally_json(const Tally& t) {
 struct Resources {
   int trials = 0;
   double peak_device = 0, host_rss = 0;  // maxima, bytes (host: records that have it)
-  std::vector<double> cycles, wall, tok_s;
+  std::vector<double> cycles, wall, cpu, tok_s;
 };
 
 double median(std::vector<double> v) {
@@ -279,6 +279,7 @@ std::map<std::pair<std::string, int>, Resources> resources(const std::vector<nlo
     if (r.contains("ccd_cycles")) x.cycles.push_back(r["ccd_cycles"].get<double>());
     if (r.value("resumed_at", 0) == 0) {
       if (r.contains("wall_s")) x.wall.push_back(r["wall_s"].get<double>());
+      if (r.contains("cpu_s")) x.cpu.push_back(r["cpu_s"].get<double>());  // records since 2026-11-28
       if (r.contains("prefill_tok_s")) x.tok_s.push_back(r["prefill_tok_s"].get<double>());
     }
   }
@@ -293,14 +294,14 @@ std::string render_resources(const std::vector<nlohmann::json>& records) {
   auto num = [](double v, double scale) { return std::isnan(v) ? std::string("-") : fmt_g(std::round(v * scale) / scale); };
   std::ostringstream o;
   o << "### Resources per cell (every task and haystack)\n\n| config | length | trials | peak device MiB | host peak "
-       "RSS MiB | cycles (median) | s per full read (median) | prefill tok/s (median) |\n"
-       "|---|---:|---:|---:|---:|---:|---:|---:|\n";
+       "RSS MiB | cycles (median) | s per full read (median) | CPU s per full read (median) | prefill tok/s (median) "
+       "|\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const std::string& c : configs)
     for (const auto& [key, x] : res) {
       if (key.first != c) continue;
       o << "| " << c << " | " << key.second << " | " << x.trials << " | " << mib(x.peak_device) << " | "
         << mib(x.host_rss) << " | " << num(median(x.cycles), 1) << " | " << num(median(x.wall), 10) << " | "
-        << num(median(x.tok_s), 10) << " |\n";
+        << num(median(x.cpu), 10) << " | " << num(median(x.tok_s), 10) << " |\n";
     }
   return o.str() + "\n";
 }

@@ -523,6 +523,7 @@ TEST(NihTables, FoundOverTotalByLengthAndDepth) {
 
 // The resources table: peak memory is the maximum, cycles the median, and the time columns use
 // only trials that read their whole document (resumed_at 0 or absent); errors are left out.
+// CPU seconds come from the records that have them ("-" for a cell with none).
 TEST(NihTables, ResourcesPerCellUseFullReadsForTime) {
   std::vector<nlohmann::json> rs;
   auto with = [](nlohmann::json r, double peak, double rss, int cycles, double wall, double tps, int resumed) {
@@ -538,12 +539,16 @@ TEST(NihTables, ResourcesPerCellUseFullReadsForTime) {
   rs.push_back(with(record("infinipot:pot=1024", "passkey", 8192, 0.9, 0, true), 170 * MiB, 300 * MiB, 15, 60, 130, 0));
   rs.push_back(with(record("infinipot:pot=1024", "passkey", 8192, 0.5, 0, true), 172 * MiB, 310 * MiB, 15, 30, 90, 4000));
   rs.push_back(with(record("infinipot:pot=1024", "prose", 8192, 0.9, 0, true), 171 * MiB, 305 * MiB, 16, 70, 120, -1));
+  rs[0]["cpu_s"] = 50.0;
+  rs[1]["cpu_s"] = 9.0;  // resumed: not a full read
+  rs.push_back(with(record("infinipot:pot=1024", "passkey", 4096, 0.9, 0, true), 170 * MiB, 300 * MiB, 7, 30, 140, 0));
   nlohmann::json e = with(record("infinipot:pot=1024", "prose", 8192, 0.1, 0, false), 999 * MiB, 999 * MiB, 1, 1, 1, 0);
   e["error"] = "refused";
   rs.push_back(e);
   const std::string t = render_tables(rs);
   EXPECT_NE(t.find("### Resources per cell"), std::string::npos) << t;
-  EXPECT_NE(t.find("| infinipot:pot=1024 | 8192 | 3 | 172 | 310 | 15 | 65 | 125 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| infinipot:pot=1024 | 8192 | 3 | 172 | 310 | 15 | 65 | 50 | 125 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| infinipot:pot=1024 | 4096 | 1 | 170 | 300 | 7 | 30 | - | 140 |"), std::string::npos) << t;
 }
 
 TEST(NihTables, AllErrorsSayError) {
