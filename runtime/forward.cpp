@@ -149,7 +149,9 @@ void Forward::prepare_input(const ops::DeviceWeight& W, bool gemm) {
 
 void Forward::set_normed_input(const cl::Buffer& w, int n, bool fuse) {
   const LlamaConfig& c = m_.cfg;
-  if (fuse) {
+  // The norm inside the products saves a launch but makes every work-item recompute it and
+  // scale each input block by the norm weight: which costs more is the device's to say.
+  if (fuse && ctx_.tuning().matvec_norm_fusion) {
     set_input(x_, n, c.n_embd);
     input_norm_ = {&w, c.rms_eps};
   } else {

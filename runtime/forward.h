@@ -74,7 +74,8 @@ class Forward {
   void prepare_input(const ops::DeviceWeight& W, bool gemm);
   void project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate);
   // The input of the next products is rmsnorm(x_) * w: decode products of the float path read
-  // x_ and norm it themselves when `fuse` (matvec_norm, matvec_glu); otherwise xn_ is written.
+  // x_ and norm it themselves when `fuse` and the tuning's matvec_norm_fusion say so (matvec_norm,
+  // matvec_glu, matvec_qkv_rope); otherwise xn_ is written.
   void set_normed_input(const cl::Buffer& w, int n, bool fuse);
   bool int8_path(const ops::DeviceWeight& W) const;  // decode product in integers (matvec_int8)
   // Whether decode products with these weights can take the norm / GLU into the matvec.

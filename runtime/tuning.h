@@ -39,13 +39,15 @@ struct Tuning {
                                         // products run in integers (matvec_q8.cl); others: float
   bool matvec_fusion = false;          // decode products take in their neighbours (matvec.cl): the
                                        // RMSNorm, the GLU, RoPE + KV store; false: separate launches
+  bool matvec_norm_fusion = false;     // under matvec_fusion, whether the RMSNorm goes inside too (every
+                                       // work-item recomputes it) or runs as its own launch before
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[12];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[13];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

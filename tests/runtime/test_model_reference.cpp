@@ -143,16 +143,20 @@ TEST(ModelReferenceF16Kv, EveryPositionNllMatchesLlamaCpp) {
 // decode path whatever this device's tuning says (the integer one rounds its inputs to 8 bits
 // and is checked against llama.cpp by ModelReferenceInt8Matvec), with separate launches and
 // with the fused decode products (tuning matvec_fusion: norm, GLU, RoPE + KV store inside
-// the matvec), whichever is this device's default.
+// the matvec) and with them fused but the norm (matvec_norm_fusion false), whichever is this
+// device's default.
 TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
   const auto tokens = (*fixture_)["prompts"][1]["tokens"].get<std::vector<TokenId>>();
-  for (bool fusion : {false, true}) {
+  // (matvec_fusion, matvec_norm_fusion): separate launches, all fused, fused but the norm.
+  for (auto [fusion, norm] : {std::pair{false, false}, {true, true}, {true, false}}) {
     EngineOptions o;
     o.model_path = test::real_model_path();
-    o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}, {"matvec_fusion", fusion}};
+    o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}, {"matvec_fusion", fusion}, {"matvec_norm_fusion", norm}};
     Engine engine(o);
     engine.prepare(512);
     ASSERT_EQ(engine.context().tuning().matvec_fusion, fusion);
+    ASSERT_EQ(engine.context().tuning().matvec_norm_fusion, norm);
+    const char* what = !fusion ? "separate launches" : norm ? "fused decode" : "fused decode, separate norm";
     engine.forward().eval(tokens);
     const auto chunked = engine.forward().last_logits();
     engine.kv().reset();
@@ -162,9 +166,8 @@ TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
     for (size_t i = 0; i < chunked.size(); ++i)
       max_abs = std::max(max_abs, double(std::fabs(chunked[i] - stepwise[i])));
     // Both are fp32 end to end; only the summation order differs (1e-3 covers 30 layers of it).
-    EXPECT_LE(max_abs, 2e-3) << (fusion ? "fused decode" : "separate launches");
-    std::printf("prefill vs decode (%s): max |diff| %.2e over %zu tokens\n", fusion ? "fused" : "separate", max_abs,
-                tokens.size());
+    EXPECT_LE(max_abs, 2e-3) << what;
+    std::printf("prefill vs decode (%s): max |diff| %.2e over %zu tokens\n", what, max_abs, tokens.size());
   }
 }
 

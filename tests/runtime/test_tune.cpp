@@ -137,6 +137,9 @@ TEST(Tuning, OverridesAreCheckedLikeTheFile) {
   EXPECT_TRUE(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_fusion", true}}).matvec_fusion);
   EXPECT_FALSE(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_fusion", false}}).matvec_fusion);
   EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_fusion", "yes"}}), std::exception);
+  EXPECT_FALSE(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_norm_fusion", false}}).matvec_norm_fusion);
+  EXPECT_TRUE(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_norm_fusion", true}}).matvec_norm_fusion);
+  EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_norm_fusion", 1}}), std::exception);
   EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_int8", {"Q6_K"}}}), std::exception);
 }
 
