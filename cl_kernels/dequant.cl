@@ -1,6 +1,6 @@
 // Dequantize a weight matrix into the packed panel layout gemm_packed reads (needs
 // quant_formats.cl):
-//   W:  [n_out rows][row_bytes] ggml blocks
+//   W:  [n_out rows][row_bytes] ggml blocks (device order, quant_formats.cl)
 //   Bp: [n_out_pad/16 panels][K][16] float, rows past n_out zero
 // so that panel p, step k holds weights (16p .. 16p+15, k) contiguously.
 // One work-item per (output row, group of 8 along K).
@@ -10,7 +10,7 @@ __kernel void dequant_to_panels(__global const uchar* W, const int row_bytes, co
   const int g = get_global_id(0);  // k / 8
   const int o = get_global_id(1);
   if (g * 8 >= K || o >= n_out_pad) return;
-  const float8 w = o < n_out ? load8(W + (size_t)(row0 + o) * row_bytes, g * 8) : (float8)(0.0f);
+  const float8 w = o < n_out ? load8(W + (size_t)(row0 + o) * row_bytes, g * 8, K) : (float8)(0.0f);
   __global float* dst = Bp + bp_off + ((size_t)(o >> 4) * K + g * 8) * 16 + (o & 15);
   dst[0] = w.s0; dst[16] = w.s1; dst[32] = w.s2; dst[48] = w.s3;
   dst[64] = w.s4; dst[80] = w.s5; dst[96] = w.s6; dst[112] = w.s7;
@@ -23,5 +23,5 @@ __kernel void dequant_rows(__global const uchar* W, const int row_bytes, const i
   const int g = get_global_id(0);
   const int o = get_global_id(1);
   if (g * 8 >= K) return;
-  vstore8(load8(W + (size_t)(row0 + o) * row_bytes, g * 8), 0, out + (size_t)o * K + g * 8);
+  vstore8(load8(W + (size_t)(row0 + o) * row_bytes, g * 8, K), 0, out + (size_t)o * K + g * 8);
 }

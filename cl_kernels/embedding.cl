@@ -7,5 +7,5 @@ __kernel void embed_rows(__global const uchar* table, const int row_bytes, __glo
   const int t = get_global_id(1);
   if (g * 8 >= n_embd) return;
   __global const uchar* row = table + (size_t)ids[t] * row_bytes;
-  vstore8(load8(row, g * 8), 0, out + (size_t)t * n_embd + g * 8);
+  vstore8(load8(row, g * 8, n_embd), 0, out + (size_t)t * n_embd + g * 8);
 }

@@ -51,10 +51,28 @@ inline void x_block(__global const float* xr, __global const float* nw, int b, f
 // w[0..K) . x (times nw under NORM), in 16 lanes that the caller sums.
 inline float16 row_dot(__global const uchar* w, __global const float* xr, __global const float* nw, const int K) {
   float16 acc = (float16)(0.0f);
-  for (int b = 0; b < K / 32; ++b) {
+  const int nb = K / 32;
+  int b = 0;
+#if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
+  // Scales-first rows: the scales of the next Q4_GROUP blocks (8 halves) convert as one
+  // vector, where block_fma reads and converts each block's on its own.
+#define Q4_HALVES (Q4_SCALE_BYTES / 2)  // halves per block: d (Q4_0); d, m (Q4_1)
+#define Q4_GROUP (8 / Q4_HALVES)
+  for (; b + Q4_GROUP <= nb; b += Q4_GROUP) {
+    float sc[8];
+    vstore8(halves_to_float8(convert_uint8(vload8(0, (__global const ushort*)q4_scales(w, b)))), 0, sc);
+    for (int j = 0; j < Q4_GROUP; ++j) {
+      float16 xl, xh;
+      x_block(xr, nw, b + j, &xl, &xh);
+      acc = q4_fma(vload16(0, q4_quants(w, nb, b + j)), sc[j * Q4_HALVES], sc[j * Q4_HALVES + Q4_HALVES - 1], xl, xh,
+                   acc);
+    }
+  }
+#endif
+  for (; b < nb; ++b) {
     float16 xl, xh;
     x_block(xr, nw, b, &xl, &xh);
-    acc = block_fma(w, b, xl, xh, acc);
+    acc = block_fma(w, b, nb, xl, xh, acc);
   }
   // Tail of F32/F16 rows whose length is not a multiple of 32 (block formats have none).
   for (int k = (K / 32) * 32; k < K; k += 8) {
@@ -63,7 +81,7 @@ inline float16 row_dot(__global const uchar* w, __global const float* xr, __glob
 #else
     const float8 xv = x8(xr, k / 8);
 #endif
-    acc.lo = fma(load8(w, k), xv, acc.lo);
+    acc.lo = fma(load8(w, k, K), xv, acc.lo);
   }
   return acc;
 }

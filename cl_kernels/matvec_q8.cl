@@ -10,7 +10,7 @@
 //       q holds the block's elements in the order  0 2 4 .. 14 | 1 3 .. 15 | 16 18 .. 30 | 17 19 .. 31
 //       (even, odd of each half): the order in which a 16-bit lane of a Q4 weight row splits
 //       into its four nibbles, so no lane ever moves (below).
-//   W:  [n_out][row_bytes] Q4_0, Q4_1 or Q8_0 blocks (WTYPE, quant_formats.cl)
+//   W:  [n_out][row_bytes] Q4_0, Q4_1 or Q8_0 blocks (WTYPE; Q4 rows scales first, quant_formats.cl)
 //   y:  [n_rows][ldy] float from y_off;  y[r][o] (+)= sum_b block_dot(W[o] block b, Xq[r] block b)
 //
 // Per block (dw, mw the weight block's scale and min, qw its quants, qx the input's):
@@ -61,15 +61,14 @@ __kernel void quantize_q8(__global const float* x, const int K, const int n_rows
 }
 
 #define ROWS 4  // even: rows go in pairs
-#if WTYPE == T_Q4_0
-#define W_BLOCK_BYTES 18
-#define W_QS 2
-#elif WTYPE == T_Q4_1
-#define W_BLOCK_BYTES 20
-#define W_QS 4
+// Block b of a weight row: where its scale halves (d, then Q4_1's m) and its quants start.
+// Q4 rows hold their scales first (quant_formats.cl), Q8_0 rows are whole blocks of 34 bytes.
+#if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
+#define W_SCALES(row, b) q4_scales(row, b)
+#define W_QUANTS(row, b) q4_quants(row, nb, b)
 #else
-#define W_BLOCK_BYTES 34
-#define W_QS 2
+#define W_SCALES(row, b) ((row) + (b) * 34)
+#define W_QUANTS(row, b) ((row) + (b) * 34 + 2)
 #endif
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading
 // the input block once for all of them, as matvec.cl does. A float8 accumulator per output
@@ -106,31 +105,32 @@ __kernel void matvec_q8(__global const uchar* W, const int row_bytes, const int 
 #endif
     for (int i = 0; i < ROWS; i += 2) {
       if (i >= nr) break;
-      __global const uchar* ba = rows[i] + b * W_BLOCK_BYTES;
-      __global const uchar* bb = rows[i + 1] + b * W_BLOCK_BYTES;
+      __global const uchar* sa = W_SCALES(rows[i], b);
+      __global const uchar* sb = W_SCALES(rows[i + 1], b);
+      __global const uchar* qa = W_QUANTS(rows[i], b);
+      __global const uchar* qb = W_QUANTS(rows[i + 1], b);
 #if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
-      const short16 w = (short16)(vload8(0, (__global const short*)(ba + W_QS)),
-                                  vload8(0, (__global const short*)(bb + W_QS)));
+      const short16 w = (short16)(vload8(0, (__global const short*)qa), vload8(0, (__global const short*)qb));
       const short16 m = (short16)(15), off = (short16)(WTYPE == T_Q4_0 ? 8 : 0);
       const short16 p = ((w & m) - off) * X0 + (((w >> 8) & m) - off) * X1 + (((w >> 4) & m) - off) * X2 +
                         (((w >> 12) & m) - off) * X3;
       const float16 s = convert_float16(convert_int16(p));
 #if WTYPE == T_Q4_1
-      accm[i] = fma(f16_at(ba, 1), ds.y, accm[i]);
-      accm[i + 1] = fma(f16_at(bb, 1), ds.y, accm[i + 1]);
+      accm[i] = fma(f16_at(sa, 1), ds.y, accm[i]);
+      accm[i + 1] = fma(f16_at(sb, 1), ds.y, accm[i + 1]);
 #endif
 #elif WTYPE == T_Q8_0
-      const short16 pa = convert_short16(vload16(0, (__global const char*)(ba + W_QS))) * XN0 +
-                         convert_short16(vload16(1, (__global const char*)(ba + W_QS))) * XN1;
-      const short16 pb = convert_short16(vload16(0, (__global const char*)(bb + W_QS))) * XN0 +
-                         convert_short16(vload16(1, (__global const char*)(bb + W_QS))) * XN1;
+      const short16 pa = convert_short16(vload16(0, (__global const char*)qa)) * XN0 +
+                         convert_short16(vload16(1, (__global const char*)qa)) * XN1;
+      const short16 pb = convert_short16(vload16(0, (__global const char*)qb)) * XN0 +
+                         convert_short16(vload16(1, (__global const char*)qb)) * XN1;
       const float16 s = (float16)(convert_float8(convert_int8(pa.lo) + convert_int8(pa.hi)),
                                   convert_float8(convert_int8(pb.lo) + convert_int8(pb.hi)));
 #else
 #error "matvec_q8 reads Q4_0, Q4_1 or Q8_0 weights"
 #endif
-      acc[i] = fma(s.lo, (float8)(f16_at(ba, 0) * ds.x), acc[i]);
-      acc[i + 1] = fma(s.hi, (float8)(f16_at(bb, 0) * ds.x), acc[i + 1]);
+      acc[i] = fma(s.lo, (float8)(f16_at(sa, 0) * ds.x), acc[i]);
+      acc[i + 1] = fma(s.hi, (float8)(f16_at(sb, 0) * ds.x), acc[i + 1]);
     }
   }
   for (int i = 0; i < nr; ++i) {

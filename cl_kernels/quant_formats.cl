@@ -1,8 +1,10 @@
-// Weight formats, shared by embedding.cl, matvec.cl and dequant.cl (the host prepends this
-// file). A weight matrix is stored exactly as in the GGUF file: row-major rows of ggml
-// blocks, `row_bytes` bytes per row. The host compiles with -DWTYPE=<ggml type id>.
+// Weight formats, shared by embedding.cl, matvec.cl, matvec_q8.cl and dequant.cl (the host
+// prepends this file). A weight matrix is stored as in the GGUF file, row-major rows of ggml
+// blocks, `row_bytes` bytes per row, except that Q4_0 and Q4_1 rows hold their blocks'
+// scales first (runtime/weight_layout.h): [nb scales][nb x 16 quant bytes], the same bytes.
+// The host compiles with -DWTYPE=<ggml type id>.
 //
-//   load8(row, k): weights k..k+7 of one row as float8 (k a multiple of 8)
+//   load8(row, k, K): weights k..k+7 of a row of K as float8 (k a multiple of 8)
 //
 // Block layouts (ggml):
 //   F32  (0):  float
@@ -10,6 +12,7 @@
 //   BF16 (30): ushort, the upper 16 bits of a float
 //   Q4_0 (2):  32 elems, 18 B: half d; uchar qs[16]       w = ((q & 15) - 8) * d, low nibbles first
 //   Q4_1 (3):  32 elems, 20 B: half d, m; uchar qs[16]    w = (q & 15) * d + m
+//              (on the device each row's d (and m) come first, then its qs: q4_scales, q4_quants)
 //   Q5_0 (6):  32 elems, 22 B: half d; uchar qh[4]; uchar qs[16]
 //              w = ((q & 15 | bit_i(qh) << 4) - 16) * d; element i takes bit i of the LE uint32 qh
 //   Q5_1 (7):  32 elems, 24 B: half d, m; uchar qh[4]; uchar qs[16]
@@ -66,6 +69,34 @@ inline float2 f16x2_at(__global const uchar* p) {
   return as_float2(as_uint2(mag) | ((h & 0x8000u) << 16));
 }
 
+#if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
+#define Q4_SCALE_BYTES (WTYPE == T_Q4_0 ? 2 : 4)
+// Block b of a scales-first Q4 row of nb blocks: its scale halves, and its 16 quant bytes.
+inline __global const uchar* q4_scales(__global const uchar* row, int b) { return row + b * Q4_SCALE_BYTES; }
+inline __global const uchar* q4_quants(__global const uchar* row, int nb, int b) {
+  return row + nb * Q4_SCALE_BYTES + 16 * b;
+}
+// The halves h as floats, lane by lane: half_bits_to_float in vector operations.
+inline float8 halves_to_float8(uint8 h) {
+  const uint8 em = h & 0x7fffu;
+  const float8 normal = as_float8((em << 13) + 0x38000000u);
+  const float8 subnormal = convert_float8(em) * 0x1.0p-24f;
+  float8 mag = select(normal, subnormal, em < 0x400u);
+  mag = select(mag, as_float8((em << 13) | 0x7f800000u), em >= 0x7c00u);
+  return as_float8(as_uint8(mag) | ((h & 0x8000u) << 16));
+}
+// One Q4 block's products, given its scale d (and, Q4_1, its min m): see block_fma.
+inline float16 q4_fma(uchar16 q, float d, float m, float16 xl, float16 xh, float16 acc) {
+  const float16 lo = convert_float16(q & (uchar16)(15));
+  const float16 hi = convert_float16(q >> (uchar16)(4));
+#if WTYPE == T_Q4_0
+  return fma((float16)(d), fma(lo - 8.0f, xl, (hi - 8.0f) * xh), acc);
+#else
+  return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
+#endif
+}
+#endif
+
 inline float8 bf16_8(__global const ushort* p) { return as_float8(convert_uint8(vload8(0, p)) << (uint8)(16)); }
 inline float16 bf16_16(__global const ushort* p) { return as_float16(convert_uint16(vload16(0, p)) << (uint16)(16)); }
 
@@ -94,7 +125,7 @@ inline uchar16 q5_bits16(uint qh, int first) {
          << (uchar16)(4);
 }
 
-inline float8 load8(__global const uchar* row, int k) {
+inline float8 load8(__global const uchar* row, int k, int K) {
 #if WTYPE == T_F32
   return vload8(0, (__global const float*)row + k);
 #elif WTYPE == T_F16
@@ -102,21 +133,15 @@ inline float8 load8(__global const uchar* row, int k) {
 #elif WTYPE == T_BF16
   return bf16_8((__global const ushort*)row + k);
 #elif WTYPE == T_Q4_0 || WTYPE == T_Q4_1
-#if WTYPE == T_Q4_0
-  __global const uchar* b = row + (k >> 5) * 18;
-  const int qs = 2;
-#else
-  __global const uchar* b = row + (k >> 5) * 20;
-  const int qs = 4;
-#endif
+  __global const uchar* sc = q4_scales(row, k >> 5);
   const int j = k & 31;
-  const float d = f16_at(b, 0);
-  const uchar8 q = vload8(0, b + qs + (j & 15));
+  const float d = f16_at(sc, 0);
+  const uchar8 q = vload8(0, q4_quants(row, K / 32, k >> 5) + (j & 15));
   const float8 v = j < 16 ? nibbles_lo(q) : nibbles_hi(q);
 #if WTYPE == T_Q4_0
   return (v - 8.0f) * d;
 #else
-  const float m = f16_at(b, 1);
+  const float m = f16_at(sc, 1);
   return v * d + m;
 #endif
 #elif WTYPE == T_Q5_0
@@ -179,11 +204,12 @@ inline float8 load8(__global const uchar* row, int k) {
 #endif
 }
 
-// block_fma(row, b, xl, xh, acc): acc += weights[32b .. 32b+31] * x, where xl holds x for
-// the block's elements 0..15 and xh for 16..31; the 16 lanes of acc are summed at the end.
+// block_fma(row, b, nb, xl, xh, acc): acc += weights[32b .. 32b+31] * x (a row of nb blocks of
+// 32), where xl holds x for the block's elements 0..15 and xh for 16..31; the 16 lanes of
+// acc are summed at the end.
 // Keeping a vector accumulator (the Q4_1 offset m folds in as m*(xl+xh)) avoids a
 // horizontal reduction per block, which is what makes decode matvec fast on CPUs.
-inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 xh, float16 acc) {
+inline float16 block_fma(__global const uchar* row, int b, int nb, float16 xl, float16 xh, float16 acc) {
 #if WTYPE == T_F32
   __global const float* w = (__global const float*)row + b * 32;
   return fma(vload16(0, w), xl, fma(vload16(1, w), xh, acc));
@@ -194,20 +220,10 @@ inline float16 block_fma(__global const uchar* row, int b, float16 xl, float16 x
   __global const ushort* w = (__global const ushort*)row + b * 32;
   return fma(bf16_16(w), xl, fma(bf16_16(w + 16), xh, acc));
 #elif WTYPE == T_Q4_0
-  __global const uchar* blk = row + b * 18;
-  const float d = f16_at(blk, 0);
-  const uchar16 q = vload16(0, blk + 2);
-  const float16 lo = convert_float16(q & (uchar16)(15)) - 8.0f;
-  const float16 hi = convert_float16(q >> (uchar16)(4)) - 8.0f;
-  return fma((float16)(d), fma(lo, xl, hi * xh), acc);
+  return q4_fma(vload16(0, q4_quants(row, nb, b)), f16_at(q4_scales(row, b), 0), 0.0f, xl, xh, acc);
 #elif WTYPE == T_Q4_1
-  __global const uchar* blk = row + b * 20;
-  const float2 dm = f16x2_at(blk);
-  const float d = dm.x, m = dm.y;
-  const uchar16 q = vload16(0, blk + 4);
-  const float16 lo = convert_float16(q & (uchar16)(15));
-  const float16 hi = convert_float16(q >> (uchar16)(4));
-  return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
+  const float2 dm = f16x2_at(q4_scales(row, b));
+  return q4_fma(vload16(0, q4_quants(row, nb, b)), dm.x, dm.y, xl, xh, acc);
 #elif WTYPE == T_Q5_0
   __global const uchar* blk = row + b * 22;
   const float d = f16_at(blk, 0);

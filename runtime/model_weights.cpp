@@ -5,6 +5,7 @@
 
 #include "model_loader/quant.h"
 #include "runtime/cl_error.h"
+#include "runtime/weight_layout.h"
 
 namespace infinipot {
 namespace {
@@ -57,6 +58,7 @@ ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
     staging.resize(t->n_bytes);
     file.read_tensor(*t, staging.data(), 0, t->n_bytes);  // checked reads: a truncated file is an error
     if (!head_order.empty() && permute.at(p)) permute_head_rows(staging, static_cast<size_t>(w.row_bytes), head_order);
+    cl::to_device_layout(w.type, staging.data(), t->rows(), static_cast<size_t>(w.row_bytes));
     ctx.write(w.buf, staging.data(), t->n_bytes, offset);
     offset += t->n_bytes;
   }

@@ -17,6 +17,7 @@
 #include "model_loader/quant.h"
 #include "runtime/context.h"
 #include "runtime/ops.h"
+#include "runtime/weight_layout.h"
 #include "tests/support/cpu_ref.h"
 
 namespace infinipot::testing_support {
@@ -74,6 +75,14 @@ inline std::vector<float> download(cl::Context& c, const cl::Buffer& b, size_t n
   return v;
 }
 
+// (Re)writes w.blocks (GGUF order) to the device in the order the kernels read
+// (runtime/weight_layout.h), as the model loader does.
+inline void write_weight(cl::Context& c, TestWeight& w) {
+  std::vector<uint8_t> dev = w.blocks;
+  cl::to_device_layout(w.dev.type, dev.data(), size_t(w.dev.rows), size_t(w.dev.row_bytes));
+  c.write(w.dev.buf, dev.data(), dev.size());
+}
+
 inline TestWeight make_weight(cl::Context& c, quant::TensorType t, int rows, int cols, uint32_t seed) {
   TestWeight w;
   const size_t rb = quant::row_bytes(t, cols);
@@ -81,11 +90,12 @@ inline TestWeight make_weight(cl::Context& c, quant::TensorType t, int rows, int
   w.blocks.resize(rb * rows);
   for (int r = 0; r < rows; ++r) quant::quantize_row(t, src.data() + size_t(r) * cols, w.blocks.data() + r * rb, cols);
   w.dequant = ref::dequantize_rows(t, w.blocks.data(), rows, cols);
-  w.dev.buf = upload(c, w.blocks);
+  w.dev.buf = c.memory().alloc(cl::MemCategory::Scratch, w.blocks.size(), "test weight");
   w.dev.type = t;
   w.dev.rows = rows;
   w.dev.cols = cols;
   w.dev.row_bytes = static_cast<int>(rb);
+  write_weight(c, w);
   return w;
 }
 

@@ -102,7 +102,7 @@ TEST_P(MatvecQ8Types, MatchesIntegerReference) {
     // itself (matvec_q8.cl), and must get these right too.
     W.blocks[0] = 0x00, W.blocks[1] = 0x02;  // d = 2^-15 (0x0200)
     if (t == TensorType::Q4_1) W.blocks[2] = 0x01, W.blocks[3] = 0x81;  // m = -(2^-24 + 2^-16)
-    ctx().write(W.dev.buf, W.blocks.data(), W.blocks.size());
+    testing_support::write_weight(ctx(), W);
     const int ldy = rows + 3;
     const size_t y_off = 5;
     for (int n_rows = 1; n_rows <= 4; ++n_rows)

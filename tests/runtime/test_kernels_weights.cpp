@@ -132,7 +132,7 @@ TEST_P(WeightKernel, SpecialHalfScalesDecodeExactly) {
     }
   ASSERT_GE(next, std::size(specials)) << "too few blocks to place every special half";
   W.dequant = ref::dequantize_rows(t, W.blocks.data(), rows, cols);
-  ctx().write(W.dev.buf, W.blocks.data(), W.blocks.size());
+  testing_support::write_weight(ctx(), W);
 
   auto out = ctx().memory().alloc(cl::MemCategory::Scratch, W.dequant.size() * 4, "dequant out");
   ops::dequant_rows(ctx(), W.dev, out);
