@@ -22,6 +22,7 @@
 #include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
 #include "tools/cli_common.h"
+#include "tools/host_usage.h"
 #include "tools/llama_cpp_runner.h"
 #include "tools/progress.h"
 
