@@ -57,16 +57,23 @@ inline float half_bits_to_float(uint h) {
   return as_float(as_uint(mag) | ((h & 0x8000u) << 16));
 }
 inline float f16_at(__global const uchar* p, int i) { return half_bits_to_float(((__global const ushort*)p)[i]); }
-// Halves 0 and 1 at p (a block's d and m) in one pass of vector operations: the same values
-// as f16_at, with the selects as blends rather than the branches the scalar form compiles to.
+// halves_to_floatN(h): the halves in the lanes of h as floats, half_bits_to_float lane by lane
+// in one pass of vector operations (the selects as blends rather than the branches the scalar
+// form compiles to).
+#define DEFINE_HALVES_TO_FLOAT(N)                                                 \
+  inline float##N halves_to_float##N(uint##N h) {                                \
+    const uint##N em = h & 0x7fffu;                                              \
+    const float##N normal = as_float##N((em << 13) + 0x38000000u);               \
+    const float##N subnormal = convert_float##N(em) * 0x1.0p-24f;                \
+    float##N mag = select(normal, subnormal, em < 0x400u);                       \
+    mag = select(mag, as_float##N((em << 13) | 0x7f800000u), em >= 0x7c00u);     \
+    return as_float##N(as_uint##N(mag) | ((h & 0x8000u) << 16));                 \
+  }
+DEFINE_HALVES_TO_FLOAT(2)
+DEFINE_HALVES_TO_FLOAT(8)
+// Halves 0 and 1 at p (a block's d and m), as f16_at gives them.
 inline float2 f16x2_at(__global const uchar* p) {
-  const uint2 h = convert_uint2(vload2(0, (__global const ushort*)p));
-  const uint2 em = h & 0x7fffu;
-  const float2 normal = as_float2((em << 13) + 0x38000000u);
-  const float2 subnormal = convert_float2(em) * 0x1.0p-24f;
-  float2 mag = select(normal, subnormal, em < 0x400u);
-  mag = select(mag, as_float2((em << 13) | 0x7f800000u), em >= 0x7c00u);
-  return as_float2(as_uint2(mag) | ((h & 0x8000u) << 16));
+  return halves_to_float2(convert_uint2(vload2(0, (__global const ushort*)p)));
 }
 
 #if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
@@ -75,15 +82,6 @@ inline float2 f16x2_at(__global const uchar* p) {
 inline __global const uchar* q4_scales(__global const uchar* row, int b) { return row + b * Q4_SCALE_BYTES; }
 inline __global const uchar* q4_quants(__global const uchar* row, int nb, int b) {
   return row + nb * Q4_SCALE_BYTES + 16 * b;
-}
-// The halves h as floats, lane by lane: half_bits_to_float in vector operations.
-inline float8 halves_to_float8(uint8 h) {
-  const uint8 em = h & 0x7fffu;
-  const float8 normal = as_float8((em << 13) + 0x38000000u);
-  const float8 subnormal = convert_float8(em) * 0x1.0p-24f;
-  float8 mag = select(normal, subnormal, em < 0x400u);
-  mag = select(mag, as_float8((em << 13) | 0x7f800000u), em >= 0x7c00u);
-  return as_float8(as_uint8(mag) | ((h & 0x8000u) << 16));
 }
 // One Q4 block's products, given its scale d (and, Q4_1, its min m): see block_fma.
 inline float16 q4_fma(uchar16 q, float d, float m, float16 xl, float16 xh, float16 acc) {
