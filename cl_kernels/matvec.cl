@@ -56,8 +56,6 @@ inline float16 row_dot(__global const uchar* w, __global const float* xr, __glob
 #if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
   // Scales-first rows: the scales of the next Q4_GROUP blocks (8 halves) convert as one
   // vector, where block_fma reads and converts each block's on its own.
-#define Q4_HALVES (Q4_SCALE_BYTES / 2)  // halves per block: d (Q4_0); d, m (Q4_1)
-#define Q4_GROUP (8 / Q4_HALVES)
   for (; b + Q4_GROUP <= nb; b += Q4_GROUP) {
     float sc[8];
     vstore8(halves_to_float8(convert_uint8(vload8(0, (__global const ushort*)q4_scales(w, b)))), 0, sc);

@@ -78,6 +78,8 @@ inline float2 f16x2_at(__global const uchar* p) {
 
 #if WTYPE == T_Q4_0 || WTYPE == T_Q4_1
 #define Q4_SCALE_BYTES (WTYPE == T_Q4_0 ? 2 : 4)
+#define Q4_HALVES (Q4_SCALE_BYTES / 2)  // scale halves per block: d (Q4_0); d, m (Q4_1)
+#define Q4_GROUP (8 / Q4_HALVES)        // blocks whose scales fill 8 halves
 // Block b of a scales-first Q4 row of nb blocks: its scale halves, and its 16 quant bytes.
 inline __global const uchar* q4_scales(__global const uchar* row, int b) { return row + b * Q4_SCALE_BYTES; }
 inline __global const uchar* q4_quants(__global const uchar* row, int nb, int b) {
