@@ -8,6 +8,11 @@
 // 8 AVX-512 registers (PoCL reached 160-173 GFLOP/s on 2 cores); AVX2 has 16 registers of 8
 // floats, where 6 rows (12 accumulators, 2 for the B row, 1 broadcast) keep both FMA pipes
 // busy through their latency and 4 rows (8 accumulators) do not. ACCUM (-D) adds into C.
+// A's elements are read one at a time from memory, never as one vector split into lanes: LLVM
+// folds a scalar load into its FMA as an embedded broadcast (AVX-512 {1to16}) or a
+// vbroadcastss from memory, where from a vload8 it split the lanes with vbroadcastss and
+// vpermps, 8 shuffles per 8 FMAs on the port the second FMA unit shares (SmolLM2's prefill
+// products 100 -> 120 GFLOP/s on a 2-core AVX-512 Xeon, `infinipot bench --gemm`).
 #if !defined(TILE_M) || !defined(PANEL_M) || PANEL_M % TILE_M != 0
 #error "compile gemm.cl with -DTILE_M (8, 6 or 4) and -DPANEL_M (a multiple of it)"
 #endif
@@ -22,15 +27,15 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
   for (int k = 0; k < K; ++k) {
     const float16 bv = vload16(0, b + k * 16);
-    const float8 av = vload8(0, a + k * PANEL_M);
-    c0 = fma((float16)(av.s0), bv, c0);
-    c1 = fma((float16)(av.s1), bv, c1);
-    c2 = fma((float16)(av.s2), bv, c2);
-    c3 = fma((float16)(av.s3), bv, c3);
-    c4 = fma((float16)(av.s4), bv, c4);
-    c5 = fma((float16)(av.s5), bv, c5);
-    c6 = fma((float16)(av.s6), bv, c6);
-    c7 = fma((float16)(av.s7), bv, c7);
+    __global const float* ak = a + k * PANEL_M;
+    c0 = fma((float16)(ak[0]), bv, c0);
+    c1 = fma((float16)(ak[1]), bv, c1);
+    c2 = fma((float16)(ak[2]), bv, c2);
+    c3 = fma((float16)(ak[3]), bv, c3);
+    c4 = fma((float16)(ak[4]), bv, c4);
+    c5 = fma((float16)(ak[5]), bv, c5);
+    c6 = fma((float16)(ak[6]), bv, c6);
+    c7 = fma((float16)(ak[7]), bv, c7);
   }
   float16 acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
 #elif TILE_M == 4
@@ -38,11 +43,11 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0;
   for (int k = 0; k < K; ++k) {
     const float16 bv = vload16(0, b + k * 16);
-    const float4 av = vload4(0, a + k * PANEL_M);
-    c0 = fma((float16)(av.s0), bv, c0);
-    c1 = fma((float16)(av.s1), bv, c1);
-    c2 = fma((float16)(av.s2), bv, c2);
-    c3 = fma((float16)(av.s3), bv, c3);
+    __global const float* ak = a + k * PANEL_M;
+    c0 = fma((float16)(ak[0]), bv, c0);
+    c1 = fma((float16)(ak[1]), bv, c1);
+    c2 = fma((float16)(ak[2]), bv, c2);
+    c3 = fma((float16)(ak[3]), bv, c3);
   }
   float16 acc[4] = {c0, c1, c2, c3};
 #elif TILE_M == 6
