@@ -1,7 +1,7 @@
 // Packed single-precision GEMM for prefill: C[M][N] (+)= A[M][K] * B[N][K]^T.
 // Both operands are packed so the inner loop reads contiguous vectors:
 //   Ap: [M_pad/PANEL_M panels][K][PANEL_M]  (pack_a below; rows past M zero)
-//   Bp: [N_pad/16 panels][K][16]            (dequant.cl: dequant_to_panels)
+//   Bp: [N_pad/16 panels][K][16]            (dequant.cl: dequant_to_panels, or gemm_dequant below)
 //   C:  row-major from element c_off, leading dimension ldc; columns [0, N) written
 // Each work-item computes a TILE_M x 16 tile held in TILE_M float16 registers (-D TILE_M = 8,
 // 6 or 4; -D PANEL_M, the launcher's ops::a_panel_rows: 8, or 6 for 6-row tiles). 8 rows are
@@ -16,13 +16,8 @@
 #if !defined(TILE_M) || !defined(PANEL_M) || PANEL_M % TILE_M != 0
 #error "compile gemm.cl with -DTILE_M (8, 6 or 4) and -DPANEL_M (a multiple of it)"
 #endif
-__kernel void gemm_packed(const int M, const int N, const int K, __global const float* Ap,
-                          __global const float* Bp, __global float* C, const int c_off, const int ldc) {
-  const int nb = get_global_id(0);
-  const int mb = get_global_id(1);  // a TILE_M-row block, inside panel mb * TILE_M / PANEL_M
-  if (nb * 16 >= N || mb * TILE_M >= M) return;
-  __global const float* a = Ap + (size_t)(mb * TILE_M / PANEL_M) * K * PANEL_M + (mb * TILE_M) % PANEL_M;
-  __global const float* b = Bp + (size_t)nb * K * 16;
+// The tile product: acc[i] = sum_k a[k * PANEL_M + i] * b[k * 16 .. + 15] for the tile's rows i.
+inline void tile_product(__global const float* a, __global const float* b, const int K, float16* acc) {
 #if TILE_M == 8
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
   for (int k = 0; k < K; ++k) {
@@ -37,7 +32,7 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
     c6 = fma((float16)(ak[6]), bv, c6);
     c7 = fma((float16)(ak[7]), bv, c7);
   }
-  float16 acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  acc[0] = c0, acc[1] = c1, acc[2] = c2, acc[3] = c3, acc[4] = c4, acc[5] = c5, acc[6] = c6, acc[7] = c7;
 #elif TILE_M == 4
   // Half the accumulators: 8 AVX2 (256-bit) registers instead of 16, which spill there.
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0;
@@ -49,7 +44,7 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
     c2 = fma((float16)(ak[2]), bv, c2);
     c3 = fma((float16)(ak[3]), bv, c3);
   }
-  float16 acc[4] = {c0, c1, c2, c3};
+  acc[0] = c0, acc[1] = c1, acc[2] = c2, acc[3] = c3;
 #elif TILE_M == 6
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0;
   for (int k = 0; k < K; ++k) {
@@ -62,10 +57,15 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
     c4 = fma((float16)(ak[4]), bv, c4);
     c5 = fma((float16)(ak[5]), bv, c5);
   }
-  float16 acc[6] = {c0, c1, c2, c3, c4, c5};
+  acc[0] = c0, acc[1] = c1, acc[2] = c2, acc[3] = c3, acc[4] = c4, acc[5] = c5;
 #else
 #error "gemm_packed: TILE_M is 8, 6 or 4"
 #endif
+}
+
+// C rows mb * TILE_M .. and columns nb * 16 .. (+)= the tile, clipped to M x N.
+inline void store_tile(const float16* acc, const int M, const int N, const int mb, const int nb, __global float* C,
+                       const int c_off, const int ldc) {
   const int n0 = nb * 16;
   for (int i = 0; i < TILE_M; ++i) {
     const int m = mb * TILE_M + i;
@@ -83,6 +83,51 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
     }
   }
 }
+
+// The TILE_M rows of Ap that tile mb reads (inside panel mb * TILE_M / PANEL_M).
+inline __global const float* a_tile(__global const float* Ap, const int K, const int mb) {
+  return Ap + (size_t)(mb * TILE_M / PANEL_M) * K * PANEL_M + (mb * TILE_M) % PANEL_M;
+}
+
+__kernel void gemm_packed(const int M, const int N, const int K, __global const float* Ap,
+                          __global const float* Bp, __global float* C, const int c_off, const int ldc) {
+  const int nb = get_global_id(0);
+  const int mb = get_global_id(1);  // a TILE_M-row block
+  if (nb * 16 >= N || mb * TILE_M >= M) return;
+  float16 acc[TILE_M];
+  tile_product(a_tile(Ap, K, mb), Bp + (size_t)nb * K * 16, K, acc);
+  store_tile(acc, M, N, mb, nb, C, c_off, ldc);
+}
+
+#ifdef WTYPE
+// gemm_packed with the dequantization in it (compiled after quant_formats.cl): a work-group
+// is one 16-row panel of W (rows row0 + 16 * group .. , N rows in all) and every tile of A
+// (local size = global size in dim 0). Its work-items first dequantize the panel into its
+// place in Bp, as dequant_to_panels would, then multiply it: the panel (K x 64 bytes) is still
+// in the cache when the tiles read it, where dequant_to_panels writes the whole matrix as
+// floats (4x-8x its quantized size) to memory and gemm_packed reads it back.
+__kernel void gemm_dequant(const int M, const int N, const int K, __global const float* Ap,
+                           __global const uchar* W, const int row_bytes, const int row0, __global float* Bp,
+                           __global float* C, const int c_off, const int ldc) {
+  const int mb = get_global_id(0);
+  const int nb = get_group_id(1);
+  __global float* b = Bp + (size_t)nb * K * 16;
+  const int groups = K / 8;  // a unit of work: 8 weights of one row
+  for (int u = get_local_id(0); u < 16 * groups; u += get_local_size(0)) {
+    const int o = u / groups, g = u - o * groups;
+    const int n = nb * 16 + o;
+    const float8 w = n < N ? load8(W + (size_t)(row0 + n) * row_bytes, g * 8, K) : (float8)(0.0f);
+    __global float* dst = b + g * 8 * 16 + o;
+    dst[0] = w.s0; dst[16] = w.s1; dst[32] = w.s2; dst[48] = w.s3;
+    dst[64] = w.s4; dst[80] = w.s5; dst[96] = w.s6; dst[112] = w.s7;
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE);
+  if (mb * TILE_M >= M) return;
+  float16 acc[TILE_M];
+  tile_product(a_tile(Ap, K, mb), b, K, acc);
+  store_tile(acc, M, N, mb, nb, C, c_off, ldc);
+}
+#endif
 
 // X: [M][K] row-major (leading dimension ldx) -> Ap: [M_pad/PANEL_M][K][PANEL_M], rows past M zero.
 __kernel void pack_a(__global const float* X, const int M, const int K, const int ldx, __global float* Ap) {

@@ -43,6 +43,13 @@ class Kernel {
     (set(i++, a), ...);
     return *this;
   }
+  // The largest work-group this kernel runs with on `dev` (CL_KERNEL_WORK_GROUP_SIZE).
+  size_t work_group_limit(cl_device_id dev) const {
+    size_t n = 0;
+    check(clGetKernelWorkGroupInfo(k_.get(), dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof(n), &n, nullptr),
+          "clGetKernelWorkGroupInfo(" + name_ + ")");
+    return n;
+  }
   // local: an empty NDRange lets the driver choose. Global sizes are rounded up to the local size.
   void launch(cl_command_queue q, NDRange global, NDRange local = NDRange()) const {
     const bool has_local = local.dims == global.dims && local.size[0] > 0 && local.dims > 0 && local_set_(local);

@@ -83,12 +83,22 @@ size_t panel_floats(int rows, int cols);  // floats dequant_to_panels writes
 int a_panel_rows(int tile_rows);
 size_t packed_a_floats(int m, int k, int tile_rows);  // floats pack_a writes
 
+// -DWTYPE=<ggml id> for the kernels that read weights (quant_formats.cl); throws, naming the
+// supported types, for a type without a device kernel.
+std::string wtype_option(gguf::TensorType t);
+
 // gemm.cl: Ap = pack(X), panels of a_panel_rows(tuning's tile) rows   X: [m][ldx], Ap: [pad(m)][k]
 void pack_a(Context& c, const Buffer& X, int m, int k, int ldx, Buffer& Ap);
 // gemm.cl: C[m][n] (+)= A[m][k] B[n][k]^T from packed operands; C from element c_offset,
 // leading dimension ldc
 void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer& Bp, Buffer& C, int ldc,
                  bool accumulate, size_t c_offset = 0);
+// gemm.cl: the same product with rows [row0, row0 + n) of the quantized W as B, each 16-row
+// panel dequantized into Bp (pad16(n) x k floats, scratch) by the work-group that multiplies it.
+// gemm_dequant_fits: whether the device runs all of A's tiles in one work-group (m rows).
+bool gemm_dequant_fits(Context& c, const DeviceWeight& W, int m);
+void gemm_dequant(Context& c, int m, const DeviceWeight& W, int row0, int n, const Buffer& Ap, Buffer& Bp, Buffer& C,
+                  int ldc, bool accumulate, size_t c_offset = 0);
 
 // norm.cl: out[r] = rmsnorm(x[r]) * w                        x, out: [n_rows][n]
 void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps);

@@ -44,4 +44,39 @@ void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer
       .launch(c.queue(), {cl::round_up(n, 16) / 16, cl::round_up(m, tile) / tile});
 }
 
+namespace {
+
+cl::Kernel gemm_dequant_kernel(Context& c, const DeviceWeight& W, bool accumulate) {
+  return c.kernel("quant_formats.cl+gemm.cl", "gemm_dequant",
+                  wtype_option(W.type) + (accumulate ? " -DACCUM " : " ") + gemm_options(c.tuning().gemm_tile_rows));
+}
+
+size_t tiles_of(Context& c, int m) {
+  const int tile = c.tuning().gemm_tile_rows;
+  return cl::round_up(m, tile) / tile;
+}
+
+}  // namespace
+
+bool gemm_dequant_fits(Context& c, const DeviceWeight& W, int m) {
+  return W.cols % 8 == 0 && tiles_of(c, m) <= gemm_dequant_kernel(c, W, false).work_group_limit(c.device().id);
+}
+
+void gemm_dequant(Context& c, int m, const DeviceWeight& W, int row0, int n, const Buffer& Ap, Buffer& Bp, Buffer& C,
+                  int ldc, bool accumulate, size_t c_offset) {
+  const int k = W.cols, tile = c.tuning().gemm_tile_rows;
+  if (k % 8 != 0 || row0 < 0 || n <= 0 || row0 + n > W.rows)
+    throw cl::ClError("invalid launch: gemm_dequant rows outside the weight, or K not a multiple of 8");
+  if (Ap.bytes() < packed_a_floats(m, k, tile) * 4 || Bp.bytes() < panel_floats(n, k) * 4 ||
+      C.bytes() < (c_offset + size_t(m - 1) * ldc + n) * 4)
+    throw cl::ClError("invalid launch: gemm_dequant operand too small");
+  if (!gemm_dequant_fits(c, W, m))
+    throw cl::ClError("invalid launch: gemm_dequant of " + std::to_string(m) +
+                      " rows needs more work-items per group than the device allows (use dequant_to_panels + gemm_packed)");
+  const size_t tiles = tiles_of(c, m);
+  gemm_dequant_kernel(c, W, accumulate)
+      .args(m, n, k, Ap, W.buf, W.row_bytes, row0, Bp, C, static_cast<int>(c_offset), ldc)
+      .launch(c.queue(), {tiles, cl::round_up(n, 16) / 16}, {tiles, 1});
+}
+
 }  // namespace infinipot::ops

@@ -7,8 +7,6 @@
 #include "runtime/ops.h"
 
 namespace infinipot::ops {
-namespace {
-
 std::string wtype_option(gguf::TensorType t) {
   const uint32_t id = static_cast<uint32_t>(t);
   if (!quant::is_known_type(id) || !quant::traits(t).on_device)
@@ -16,6 +14,8 @@ std::string wtype_option(gguf::TensorType t) {
                       " (supported on device: " + quant::device_type_names() + ")");
   return "-DWTYPE=" + std::to_string(id);
 }
+
+namespace {
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw cl::ClError("invalid launch: " + what);

@@ -234,6 +234,51 @@ TEST_P(WeightKernel, GemmOverDequantizedPanelsMatchesReference) {
                         [&](size_t i) { return bound[i]; }));
 }
 
+// The same product with the dequantization inside the GEMM (gemm.cl gemm_dequant): every row
+// slice the forward pass asks for (whole matrix, an LM-head tile from an unaligned row0), m not
+// a multiple of the tile, n not a multiple of 16, written from an offset into a wider C whose
+// other elements must survive; with and without accumulation.
+TEST_P(WeightKernel, GemmDequantMatchesReference) {
+  const TensorType t = GetParam();
+  const int rows = 45, k = test_cols(t);
+  auto W = make_weight(t, rows, k, 21);
+  for (int m : {1, 19}) {
+    ASSERT_TRUE(ops::gemm_dequant_fits(ctx(), W.dev, m));
+    const std::vector<float> X = random_floats(size_t(m) * k, 22 + m);
+    auto d_X = upload(X);
+    auto Ap = ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, ctx().tuning().gemm_tile_rows) * 4,
+                                   "Ap");
+    ops::pack_a(ctx(), d_X, m, k, k, Ap);
+    for (auto [row0, n] : {std::pair{0, 45}, std::pair{7, 29}}) {
+      for (bool accumulate : {false, true}) {
+        const int ldc = n + 5;
+        const size_t c_off = 2;
+        const std::vector<float> C0 = random_floats(c_off + size_t(m) * ldc, 23 + n);
+        auto C = upload(C0);
+        auto Bp = upload(random_floats(ops::panel_floats(n, k), 24));  // scratch: garbage before
+        ops::gemm_dequant(ctx(), m, W.dev, row0, n, Ap, Bp, C, ldc, accumulate, c_off);
+        const float* w = W.dequant.data() + size_t(row0) * k;
+        std::vector<float> expect = C0;
+        ref::gemm_abt(m, n, k, X.data(), k, w, k, expect.data() + c_off, ldc, accumulate);
+        const std::vector<float> c0(C0.begin() + c_off, C0.end());
+        const std::vector<float> wn(w, w + size_t(n) * k);
+        const auto bound = dot_bounds(m, n, k, X, k, wn, k, c0, ldc, accumulate);
+        auto tol = [&](size_t i) {
+          return i < c_off || (i - c_off) % ldc >= size_t(n) ? 0.0 : bound[i - c_off];
+        };
+        EXPECT_TRUE(all_close(std::string("gemm_dequant ") + type_name(t) + " m=" + std::to_string(m) + " rows " +
+                                  std::to_string(row0) + ".." + std::to_string(row0 + n) +
+                                  (accumulate ? " accumulate" : ""),
+                              download_all(C), expect, tol));
+      }
+    }
+  }
+  auto Bp = ctx().memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(10, k) * 4, "Bp");
+  auto Ap = ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(1, k, ctx().tuning().gemm_tile_rows) * 4, "Ap");
+  auto C = ctx().memory().alloc(cl::MemCategory::Scratch, 64 * 4, "C");
+  EXPECT_THROW(ops::gemm_dequant(ctx(), 1, W.dev, 40, 10, Ap, Bp, C, 10, false), cl::ClError) << "rows past the matrix";
+}
+
 // ---- decode fusions (matvec.cl -DNORM, -DGLU) ----------------------------------------------
 
 class FusedLaunchers : public testing_support::KernelTest {};
@@ -515,6 +560,27 @@ TEST_P(GemmTiles, GemmPackedMatchesReference) {
       EXPECT_TRUE(all_close(name + " tile " + std::to_string(GetParam()), testing_support::download(*c, C, C0.size()), expect, tol));
     }
   }
+}
+
+// gemm_dequant at every tile height: the tile product is gemm_packed's, the work-group spans
+// every tile of A (37 rows: a partial tile at each height).
+TEST_P(GemmTiles, GemmDequantMatchesReference) {
+  std::unique_ptr<cl::Context> c;
+  ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"gemm_tile_rows\": " + std::to_string(GetParam())));
+  const int m = 37, n = 33, k = 96;
+  auto W = testing_support::make_weight(*c, TensorType::Q4_1, n, k, 90);
+  const std::vector<float> X = random_floats(size_t(m) * k, 91);
+  auto d_X = testing_support::upload(*c, X);
+  auto Ap = c->memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, GetParam()) * 4, "Ap");
+  auto Bp = c->memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(n, k) * 4, "Bp");
+  auto C = c->memory().alloc(cl::MemCategory::Scratch, size_t(m) * n * 4, "C");
+  ops::pack_a(*c, d_X, m, k, k, Ap);
+  ops::gemm_dequant(*c, m, W.dev, 0, n, Ap, Bp, C, n, false);
+  std::vector<float> expect(size_t(m) * n);
+  ref::gemm_abt(m, n, k, X.data(), k, W.dequant.data(), k, expect.data(), n, false);
+  const auto bound = dot_bounds(m, n, k, X, k, W.dequant, k, expect, n, false);
+  EXPECT_TRUE(all_close("gemm_dequant tile " + std::to_string(GetParam()),
+                        testing_support::download(*c, C, size_t(m) * n), expect, [&](size_t i) { return bound[i]; }));
 }
 
 INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 6, 8));
