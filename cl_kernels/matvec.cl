@@ -35,6 +35,15 @@
 // (every cl_mem is aligned to the device's base address alignment, at least 128 bytes, and
 // K % 8 == 0), as does nw. PoCL 3.1 split vload16(x) * vload16(nw) into 2-float pieces (32
 // loads and multiplies per block), which made each normed product 1.5-2.5x slower.
+// PREFETCH_BYTES (-D, the tuning's matvec_prefetch): each block group asks for the weights that
+// many bytes ahead of it (clang's __builtin_prefetch, prefetcht0 on x86). A work-item's rows,
+// and its work-group's, are one ascending stream, but each thread of a CPU device takes
+// work-groups of a few KB here and there, so the hardware prefetcher keeps losing the stream.
+#ifdef PREFETCH_BYTES
+#define PREFETCH_AHEAD(p) __builtin_prefetch((__global const char*)(p) + PREFETCH_BYTES, 0, 3)
+#else
+#define PREFETCH_AHEAD(p)
+#endif
 inline float8 x8(__global const float* p, int i) { return ((__global const float8*)p)[i]; }
 
 // Elements 32b .. 32b + 31 of the input row, times nw under NORM: elements 0-15 in xl, 16-31 in xh.
@@ -57,6 +66,7 @@ inline float16 row_dot(__global const uchar* w, __global const float* xr, __glob
   // Scales-first rows: the scales of the next Q4_GROUP blocks (8 halves) convert as one
   // vector, where block_fma reads and converts each block's on its own.
   for (; b + Q4_GROUP <= nb; b += Q4_GROUP) {
+    PREFETCH_AHEAD(q4_quants(w, nb, b));
     float sc[8];
     vstore8(halves_to_float8(convert_uint8(vload8(0, (__global const ushort*)q4_scales(w, b)))), 0, sc);
     for (int j = 0; j < Q4_GROUP; ++j) {
@@ -68,6 +78,9 @@ inline float16 row_dot(__global const uchar* w, __global const float* xr, __glob
   }
 #endif
   for (; b < nb; ++b) {
+#if WTYPE == T_Q8_0
+    if ((b & 1) == 0) PREFETCH_AHEAD(w + b * 34);  // a cache line per 2 blocks of 34 bytes
+#endif
     float16 xl, xh;
     x_block(xr, nw, b, &xl, &xh);
     acc = block_fma(w, b, nb, xl, xh, acc);

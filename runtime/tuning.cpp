@@ -65,6 +65,11 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
       throw ClError("platforms/tuning.json: 'matvec_int8' must be a list of weight types among \"Q4_0\", \"Q4_1\", "
                     "\"Q8_0\", got " + j["matvec_int8"].dump());
   }
+  if (j.contains("matvec_prefetch") &&
+      (!j["matvec_prefetch"].is_number_integer() || j["matvec_prefetch"].get<long long>() < 0 ||
+       j["matvec_prefetch"].get<long long>() > 65536 || j["matvec_prefetch"].get<long long>() % 64 != 0))
+    throw ClError("platforms/tuning.json: 'matvec_prefetch' must be 0 (none) or bytes ahead, a multiple of 64 up to "
+                  "65536, got " + j["matvec_prefetch"].dump());
   for (const char* k : {"matvec_fusion", "matvec_norm_fusion", "attention_vec16"})
     if (j.contains(k) && !j[k].is_boolean())
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be true or false, got " + j[k].dump());
@@ -73,6 +78,7 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   t.matvec_norm_fusion = j.value("matvec_norm_fusion", t.matvec_norm_fusion);
   if (j.contains("matvec_int8")) t.matvec_int8 = j["matvec_int8"].get<std::vector<std::string>>();
   t.matvec_local = j.value("matvec_local", t.matvec_local);
+  t.matvec_prefetch = j.value("matvec_prefetch", t.matvec_prefetch);
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
   t.attention_key_tile = j.value("attention_key_tile", t.attention_key_tile);
@@ -84,12 +90,15 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
 
 }  // namespace
 
-const char* const kTuningKeys[13] = {"gemm_backend", "gemm_tile_rows", "prefill_chunk", "attention_vec16",
-                                     "attention_vec16_rows", "attention_tile_rows", "attention_key_tile", "attention_decode_split", "matvec_int8", "matvec_fusion", "matvec_norm_fusion", "matvec_local", "norm_local"};
+const char* const kTuningKeys[14] = {"gemm_backend",         "gemm_tile_rows",     "prefill_chunk",
+                                     "attention_vec16",      "attention_vec16_rows", "attention_tile_rows",
+                                     "attention_key_tile",   "attention_decode_split", "matvec_int8",
+                                     "matvec_fusion",        "matvec_norm_fusion", "matvec_local",
+                                     "matvec_prefetch",      "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
-          {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_norm_fusion", matvec_norm_fusion}, {"matvec_local", matvec_local}, {"norm_local", norm_local},
+          {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_norm_fusion", matvec_norm_fusion}, {"matvec_local", matvec_local}, {"matvec_prefetch", matvec_prefetch}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"attention_vec16", attention_vec16},
           {"attention_vec16_rows", attention_vec16_rows > 0 ? nlohmann::json(attention_vec16_rows) : nlohmann::json("auto")},
           {"attention_decode_split", attention_decode_split},

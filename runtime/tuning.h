@@ -41,13 +41,16 @@ struct Tuning {
                                        // RMSNorm, the GLU, RoPE + KV store; false: separate launches
   bool matvec_norm_fusion = false;     // under matvec_fusion, whether the RMSNorm goes inside too (every
                                        // work-item recomputes it) or runs as its own launch before
+  // Decode products prefetch their weights this many bytes ahead of what they read (matvec.cl,
+  // __builtin_prefetch; 0: none, for devices whose compiler lacks it or gains nothing).
+  int matvec_prefetch = 0;
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[13];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[14];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

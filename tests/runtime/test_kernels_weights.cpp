@@ -585,6 +585,31 @@ TEST_P(GemmTiles, GemmDequantMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 6, 8));
 
+// matvec_prefetch: the decode products with and without their software prefetch (the CPU
+// tuning prefetches, the others do not), each compared with the reference; 64 bytes ahead
+// reaches past the end of the matrix's last rows, which a prefetch may do (it never faults).
+TEST(MatvecPrefetch, EveryDistanceMatchesReference) {
+  for (int bytes : {0, 64, 4096}) {
+    std::unique_ptr<cl::Context> c;
+    ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"matvec_prefetch\": " + std::to_string(bytes)));
+    ASSERT_EQ(c->tuning().matvec_prefetch, bytes);
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q6_K}) {
+      const int rows = 45, cols = test_cols(t), n_rows = 2;
+      auto W = testing_support::make_weight(*c, t, rows, cols, 83);
+      const std::vector<float> x = random_floats(size_t(n_rows) * cols, 84);
+      const std::vector<float> y0 = random_floats(size_t(n_rows) * rows, 85);
+      auto d_x = testing_support::upload(*c, x);
+      auto d_y = testing_support::upload(*c, y0);
+      ops::matvec(*c, W.dev, d_x, n_rows, d_y, rows, true);
+      std::vector<float> expect = y0;
+      ref::matvec(W.dequant.data(), rows, cols, x.data(), n_rows, expect.data(), rows, true);
+      const auto bound = dot_bounds(n_rows, rows, cols, x, cols, W.dequant, cols, y0, rows, true);
+      EXPECT_TRUE(all_close(std::string("matvec ") + type_name(t) + " prefetch " + std::to_string(bytes),
+                            testing_support::download(*c, d_y, y0.size()), expect, [&](size_t i) { return bound[i]; }));
+    }
+  }
+}
+
 // ---- work-group variants -----------------------------------------------------------------
 
 // GPUs run matvec with work-groups of 64 (global size rounded up past n_out); the CPU tuning

@@ -141,6 +141,10 @@ TEST(Tuning, OverridesAreCheckedLikeTheFile) {
   EXPECT_TRUE(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_norm_fusion", true}}).matvec_norm_fusion);
   EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_norm_fusion", 1}}), std::exception);
   EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_int8", {"Q6_K"}}}), std::exception);
+  EXPECT_EQ(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_prefetch", 4096}}).matvec_prefetch, 4096);
+  EXPECT_EQ(cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_prefetch", 0}}).matvec_prefetch, 0);
+  for (const nlohmann::json& bad : {nlohmann::json(-64), nlohmann::json(100), nlohmann::json(131072), nlohmann::json("on")})
+    EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_prefetch", bad}}), std::exception) << bad.dump();
 }
 
 TEST(Tune, WritesWinnersThatTheDeviceThenUses) {
