@@ -58,7 +58,8 @@ inline void x_block(__global const float* xr, __global const float* nw, int b, f
 }
 
 // w[0..K) . x (times nw under NORM), in 16 lanes that the caller sums.
-inline float16 row_dot(__global const uchar* w, __global const float* xr, __global const float* nw, const int K) {
+inline float16 row_dot(__global const uchar* w, const int row_bytes, __global const float* xr, __global const float* nw,
+                       const int K) {
   float16 acc = (float16)(0.0f);
   const int nb = K / 32;
   int b = 0;
@@ -78,8 +79,10 @@ inline float16 row_dot(__global const uchar* w, __global const float* xr, __glob
   }
 #endif
   for (; b < nb; ++b) {
-#if WTYPE == T_Q8_0
-    if ((b & 1) == 0) PREFETCH_AHEAD(w + b * 34);  // a cache line per 2 blocks of 34 bytes
+#ifdef PREFETCH_BYTES
+    // Every other 32-element block (34 bytes of Q8_0, 18-26 of the K-quants, 64 of F16 ...):
+    // a cache line or more; row_bytes / nb rounds the K-quants' bytes per block down.
+    if ((b & 1) == 0) PREFETCH_AHEAD(w + b * (row_bytes / nb));
 #endif
     float16 xl, xh;
     x_block(xr, nw, b, &xl, &xh);
@@ -140,7 +143,7 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   // short to train it (decode then waits on memory). x stays in the L1 cache between rows.
   float s[ROWS];
   for (int i = 0; i < ROWS; ++i)
-    s[i] = i % OUTS < no ? sum16(row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), xr, nw, K)) : 0.0f;
+    s[i] = i % OUTS < no ? sum16(row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), row_bytes, xr, nw, K)) : 0.0f;
 #ifdef NORM
   const float inv_rms = rsqrt(sum_of_squares(xr, K) / (float)K + eps);
   for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
