@@ -7,11 +7,11 @@
 // residual add).
 //
 // Decode fusions (-D), each removing a launch and a round trip of an activation through memory:
-//   NORM: x is read as RMSNorm(x[r]) * nw (nw: [K] float, eps): the sum of squares of x[r] is
-//         accumulated in the same pass that reads x, nw multiplies x as it is loaded, and the
-//         row's 1 / rms scales each finished dot product (a per-row scalar factors out of it),
-//         so no normed copy of x is ever written. Every work-item recomputes the sum (K <= a
-//         few thousand floats it reads anyway).
+//   NORM (with NORM_K = K): x is read as RMSNorm(x[r]) * nw (nw: [K] float, eps): each
+//         work-group first writes x[r] * nw into local memory (its rows all read one input
+//         row), and the row's 1 / rms scales each finished dot product (a per-row scalar
+//         factors out of it), so no normed copy of x goes through global memory and no launch
+//         of its own. Every work-item recomputes the sum of squares (K floats it reads anyway).
 //   GLU=1 (SiLU) or GLU=2 (GELU-tanh): a gate|up product with its activation. A work-item
 //         computes OUTS = 2 outputs: its 4 accumulator rows are gate rows o0, o0+1 of W and up
 //         rows up_row0 + o0, +1 of Wu (the same matrix with up_row0 = n_out when gate|up is
@@ -46,20 +46,25 @@
 #endif
 inline float8 x8(__global const float* p, int i) { return ((__global const float8*)p)[i]; }
 
-// Elements 32b .. 32b + 31 of the input row, times nw under NORM: elements 0-15 in xl, 16-31 in xh.
-inline void x_block(__global const float* xr, __global const float* nw, int b, float16* xl, float16* xh) {
+// The products' input row: x[r] in global memory, or under NORM x[r] * nw in local memory.
 #ifdef NORM
-  *xl = (float16)(x8(xr, 4 * b) * x8(nw, 4 * b), x8(xr, 4 * b + 1) * x8(nw, 4 * b + 1));
-  *xh = (float16)(x8(xr, 4 * b + 2) * x8(nw, 4 * b + 2), x8(xr, 4 * b + 3) * x8(nw, 4 * b + 3));
-#else
-  *xl = (float16)(x8(xr, 4 * b), x8(xr, 4 * b + 1));
-  *xh = (float16)(x8(xr, 4 * b + 2), x8(xr, 4 * b + 3));
+#ifndef NORM_K
+#error "matvec.cl: NORM needs NORM_K, the input width (the size of the work-group's local copy)"
 #endif
+#define XSPACE __local
+#else
+#define XSPACE __global
+#endif
+inline float8 xin8(XSPACE const float* p, int i) { return ((XSPACE const float8*)p)[i]; }
+
+// Elements 32b .. 32b + 31 of the input row: elements 0-15 in xl, 16-31 in xh.
+inline void x_block(XSPACE const float* xr, int b, float16* xl, float16* xh) {
+  *xl = (float16)(xin8(xr, 4 * b), xin8(xr, 4 * b + 1));
+  *xh = (float16)(xin8(xr, 4 * b + 2), xin8(xr, 4 * b + 3));
 }
 
-// w[0..K) . x (times nw under NORM), in 16 lanes that the caller sums.
-inline float16 row_dot(__global const uchar* w, const int row_bytes, __global const float* xr, __global const float* nw,
-                       const int K) {
+// w[0..K) . x, in 16 lanes that the caller sums.
+inline float16 row_dot(__global const uchar* w, const int row_bytes, XSPACE const float* xr, const int K) {
   float16 acc = (float16)(0.0f);
   const int nb = K / 32;
   int b = 0;
@@ -72,7 +77,7 @@ inline float16 row_dot(__global const uchar* w, const int row_bytes, __global co
     vstore8(halves_to_float8(convert_uint8(vload8(0, (__global const ushort*)q4_scales(w, b)))), 0, sc);
     for (int j = 0; j < Q4_GROUP; ++j) {
       float16 xl, xh;
-      x_block(xr, nw, b + j, &xl, &xh);
+      x_block(xr, b + j, &xl, &xh);
       acc = q4_fma(vload16(0, q4_quants(w, nb, b + j)), sc[j * Q4_HALVES], sc[j * Q4_HALVES + Q4_HALVES - 1], xl, xh,
                    acc);
     }
@@ -85,17 +90,12 @@ inline float16 row_dot(__global const uchar* w, const int row_bytes, __global co
     if ((b & 1) == 0) PREFETCH_AHEAD(w + b * (row_bytes / nb));
 #endif
     float16 xl, xh;
-    x_block(xr, nw, b, &xl, &xh);
+    x_block(xr, b, &xl, &xh);
     acc = block_fma(w, b, nb, xl, xh, acc);
   }
   // Tail of F32/F16 rows whose length is not a multiple of 32 (block formats have none).
   for (int k = (K / 32) * 32; k < K; k += 8) {
-#ifdef NORM
-    const float8 xv = x8(xr, k / 8) * x8(nw, k / 8);
-#else
-    const float8 xv = x8(xr, k / 8);
-#endif
-    acc.lo = fma(load8(w, k, K), xv, acc.lo);
+    acc.lo = fma(load8(w, k, K), xin8(xr, k / 8), acc.lo);
   }
   return acc;
 }
@@ -133,9 +133,19 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
 #endif
                      ) {
   const int o0 = get_global_id(0) * OUTS;
-  const int r = get_global_id(1);
-  if (o0 >= n_out || r >= n_rows) return;
+  const int r = get_global_id(1);  // the same for the whole work-group (local size 1 in dim 1)
   __global const float* xr = x + (size_t)r * K;
+#ifdef NORM
+  // x[r] * nw, once per work-group, before any item returns (every item reaches the barrier).
+  __local float8 xs8[NORM_K / 8];
+  __local const float* xs = (__local const float*)xs8;
+  if (r < n_rows)
+    for (int k8 = get_local_id(0); k8 < K / 8; k8 += get_local_size(0)) xs8[k8] = x8(xr, k8) * x8(nw, k8);
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
+  __global const float* xs = xr;
+#endif
+  if (o0 >= n_out || r >= n_rows) return;
   const int no = min(OUTS, n_out - o0);  // live outputs; row i is live when i % OUTS < no
   // One row after the other, each read front to back: a work-item's rows are adjacent, so
   // its reads (and its work-group's) form one ascending stream that the hardware prefetcher
@@ -143,7 +153,7 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   // short to train it (decode then waits on memory). x stays in the L1 cache between rows.
   float s[ROWS];
   for (int i = 0; i < ROWS; ++i)
-    s[i] = i % OUTS < no ? sum16(row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), row_bytes, xr, nw, K)) : 0.0f;
+    s[i] = i % OUTS < no ? sum16(row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), row_bytes, xs, K)) : 0.0f;
 #ifdef NORM
   const float inv_rms = rsqrt(sum_of_squares(xr, K) / (float)K + eps);
   for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;

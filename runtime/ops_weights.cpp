@@ -61,7 +61,7 @@ constexpr const char* kMatvecFiles = "quant_formats.cl+activations.cl+kv_format.
 static void launch_float_matvec(Context& c, std::string opts, const DeviceWeight& W, const DeviceWeight& Wu,
                                 int up_row0, int n_out, int per_item, const Buffer& x, const RowNorm& norm,
                                 int n_rows, Buffer& y, int ldy, size_t y_offset) {
-  opts = wtype_option(W.type) + opts + (norm.w ? " -DNORM" : "");
+  opts = wtype_option(W.type) + opts + (norm.w ? " -DNORM -DNORM_K=" + std::to_string(W.cols) : "");
   opts += prefetch_option(c);
   auto k = c.kernel(kMatvecFiles, "matvec", opts);
   k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
@@ -110,7 +110,8 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
   require(kv.slot0 >= 0 && kv.slot0 + n_rows <= kv.cap, "matvec_qkv_rope: slots past the KV capacity");
   const size_t cache_bytes = size_t(kv.n_kv_heads) * kv.cap * kv.head_dim * (kv.kv_half ? 2 : 4);
   require(kv.k_cache->bytes() >= cache_bytes && kv.v_cache->bytes() >= cache_bytes, "matvec_qkv_rope: cache too small");
-  std::string opts = wtype_option(W.type) + " -DROPE_KV" + (norm.w ? " -DNORM" : "") + (kv.kv_half ? " -DKV_HALF" : "");
+  std::string opts = wtype_option(W.type) + " -DROPE_KV" + (norm.w ? " -DNORM -DNORM_K=" + std::to_string(W.cols) : "") +
+                     (kv.kv_half ? " -DKV_HALF" : "");
   opts += prefetch_option(c);
   auto k = c.kernel(kMatvecFiles, "matvec", opts);
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
