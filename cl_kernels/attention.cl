@@ -145,6 +145,63 @@ void attention_decode_split(__global const float* q, __global const kv_t* k_cach
 }
 #endif
 
+// Decode (one query row, at slot n_past) for CPU devices (-D DECODE_LANES; HEAD_DIM a multiple
+// of 16): one work-item per query head, the keys DL at a time. A key's score is HEAD_DIM / 16
+// fused multiply-adds of 16-float vectors and one horizontal sum; the block's DL scores then
+// take one vector exp, and the value rows are added with their probabilities broadcast, so
+// the online softmax rescales once per block instead of once per key. `attention` (one
+// work-item per KV head, a scalar exp per key and head) left a 2-core CPU with 3 items for 2
+// threads and decode at 2K tokens of context at half its 512-token rate (docs/benchmarks.md).
+// A slot past n_past in the last block reads slot n_past and is masked (probability 0).
+// Launch: global (n_heads), any local size.
+#ifdef DECODE_LANES
+#define DL 16
+#define HV (HEAD_DIM / 16)
+__kernel void attention_decode_lanes(__global const float* q, __global const kv_t* k_cache,
+                                     __global const kv_t* v_cache, const int cap, const int n_past,
+                                     const float scale, __global float* out, __global float* lse,
+                                     const int n_heads, const int window) {
+  const int head = get_global_id(0);
+  if (head >= n_heads) return;
+  const int g = head / GROUP;
+  float16 qv[HV], acc[HV];
+  for (int c = 0; c < HV; ++c) {
+    qv[c] = vload16(c, q + head * HEAD_DIM) * scale;
+    acc[c] = (float16)(0.0f);
+  }
+  float m = -INFINITY, s = 0.0f;
+  __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
+  __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
+  for (int j0 = max(0, n_past - window + 1); j0 <= n_past; j0 += DL) {
+    float sc[DL];
+#pragma unroll
+    for (int k = 0; k < DL; ++k) {
+      __global const kv_t* kr = kb + (size_t)min(j0 + k, n_past) * HEAD_DIM;
+      float16 t = qv[0] * KV_LOAD16(0, kr);
+      for (int c = 1; c < HV; ++c) t = fma(qv[c], KV_LOAD16(c, kr), t);
+      sc[k] = j0 + k <= n_past ? sum16(t) : -INFINITY;
+    }
+    const float16 scores = vload16(0, sc);
+    const float bm = fmax(m, max16(scores));  // finite: slot j0 is always seen
+    const float corr = exp(m - bm);           // 0 for the first block (m = -inf)
+    const float16 p = exp(scores - bm);
+    s = s * corr + sum16(p);
+    m = bm;
+    for (int c = 0; c < HV; ++c) acc[c] *= corr;
+    float pk[DL];
+    vstore16(p, 0, pk);
+#pragma unroll
+    for (int k = 0; k < DL; ++k) {
+      __global const kv_t* vr = vb + (size_t)min(j0 + k, n_past) * HEAD_DIM;
+      for (int c = 0; c < HV; ++c) acc[c] = fma((float16)(pk[k]), KV_LOAD16(c, vr), acc[c]);
+    }
+  }
+  const float inv = 1.0f / s;
+  for (int c = 0; c < HV; ++c) vstore16(acc[c] * inv, c, out + head * HEAD_DIM);
+  lse[head] = m + log(s);
+}
+#endif
+
 // Attention mass the query rows [r0, r1) of a chunk pay to each KV entry, summed over the
 // GROUP query heads of each KV head (the Catalyst-Prompt score of InfiniPot, Eq. 2):
 //   mass[g][j] += sum_{i in [r0,r1), j <= n_past+i < j + window} sum_{h in group g} exp(q_ih . k_gj * scale - lse[i][h])

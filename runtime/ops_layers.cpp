@@ -170,6 +170,14 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
         .launch(c.queue(), {size_t(n), size_t(s.n_kv_heads)}, {size_t(rows), 1});
     return;
   }
+  if (n == 1 && c.tuning().attention_vec16 && s.head_dim % 16 == 0) {
+    // Decode on a CPU device: a work-item per query head, keys in the vector lanes.
+    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes",
+             attention_options(s) + " -DDECODE_LANES")
+        .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window)
+        .launch(c.queue(), {size_t(s.n_heads)});
+    return;
+  }
   if (n == 1) {
     // Decode: SPLIT items per KV head share the keys (attention_decode_split), as many as the
     // device allows (each holds 64 floats of local memory); 1 is the one-item kernel below.

@@ -132,7 +132,8 @@ void expect_mass_of_all_rows(const std::string& what, cl::Context& cx, const ops
 // work-item), the tiled one with the default tile and a small one whose tile boundaries fall
 // inside the test cases, and vec16 (rows in vector lanes; its 16-key blocks end inside the
 // cases too) with 4, 8 and 16 rows per work-item (the last work-item of a chunk holds fewer
-// rows, and the rows of one work-item see different keys) and the default ("auto").
+// rows, and the rows of one work-item see different keys) and the default ("auto"); under
+// vec16 the decode rows (n == 1) of heads a multiple of 16 wide take attention_decode_lanes.
 std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_variants() {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
@@ -336,7 +337,7 @@ TEST_F(AttentionKernel, BigChunksAndLongCachesRunAndMatchTheReference) {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
   variants.emplace_back("vec16", testing_support::context_with_tuning("\"attention_vec16\": true"));
-  const Case big{8, 1, 256, 0, 1024}, long_cache{9, 3, 64, 16400, 4};
+  const Case big{8, 1, 256, 0, 1024}, long_cache{9, 3, 64, 16400, 4}, long_decode{9, 3, 64, 16400, 1};
   for (auto& [variant, context] : variants) {
     SCOPED_TRACE(variant);
     cl::Context& cx = *context;
@@ -356,6 +357,17 @@ TEST_F(AttentionKernel, BigChunksAndLongCachesRunAndMatchTheReference) {
                               {run.lse.begin() + size_t(i) * c.n_heads, run.lse.begin() + size_t(i + 1) * c.n_heads},
                               lse, [&](size_t h) { return kAttnTol * (1 + std::fabs(lse[h])); }));
       }
+    }
+    {  // one decode row over a long cache (attention_decode_lanes under vec16)
+      const Case& c = long_decode;
+      const CaseData u(c, 850);
+      const auto& [rs, s, ldq, ldo, cache, q] = u;
+      std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
+      ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
+      const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
+      EXPECT_TRUE(all_close("long decode out " + c.name(), run.out, out, kAttnTol));
+      EXPECT_TRUE(all_close("long decode lse " + c.name(), run.lse, lse,
+                            [&](size_t h) { return kAttnTol * (1 + std::fabs(lse[h])); }));
     }
     {  // the mass of a few rows over a long cache, with the reference's log-sum-exps
       const Case& c = long_cache;
