@@ -70,6 +70,7 @@ inline float f16_at(__global const uchar* p, int i) { return half_bits_to_float(
     return as_float##N(as_uint##N(mag) | ((h & 0x8000u) << 16));                 \
   }
 DEFINE_HALVES_TO_FLOAT(2)
+DEFINE_HALVES_TO_FLOAT(4)
 DEFINE_HALVES_TO_FLOAT(8)
 // Halves 0 and 1 at p (a block's d and m), as f16_at gives them.
 inline float2 f16x2_at(__global const uchar* p) {
@@ -94,6 +95,13 @@ inline float16 q4_fma(uchar16 q, float d, float m, float16 xl, float16 xh, float
 #else
   return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
 #endif
+}
+#endif
+
+#if WTYPE == T_Q8_0
+// One Q8_0 block's products (q its 32 quants, d its scale): see block_fma.
+inline float16 q8_fma(__global const char* q, float d, float16 xl, float16 xh, float16 acc) {
+  return fma((float16)(d), fma(convert_float16(vload16(0, q)), xl, convert_float16(vload16(1, q)) * xh), acc);
 }
 #endif
 
@@ -243,9 +251,7 @@ inline float16 block_fma(__global const uchar* row, int b, int nb, float16 xl, f
   return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
 #elif WTYPE == T_Q8_0
   __global const uchar* blk = row + b * 34;
-  const float d = f16_at(blk, 0);
-  __global const char* q = (__global const char*)(blk + 2);
-  return fma((float16)(d), fma(convert_float16(vload16(0, q)), xl, convert_float16(vload16(1, q)) * xh), acc);
+  return q8_fma((__global const char*)(blk + 2), f16_at(blk, 0), xl, xh, acc);
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
   // One 32-element sub-block j of super-block b / 8: w = d*sc*q - dmin*m, so the min folds
   // in as -(dmin*m) * (xl + xh), like Q4_1's offset. Q5_K: each q has a fifth bit, bit j of
