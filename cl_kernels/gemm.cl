@@ -18,7 +18,11 @@
 #endif
 // The tile product: acc[i] = sum_k a[k * PANEL_M + i] * b[k * 16 .. + 15] for the tile's rows i.
 inline void tile_product(__global const float* a, __global const float* b, const int K, float16* acc) {
-#if TILE_M == 8
+#if TILE_M != 8 && TILE_M != 6 && TILE_M != 4
+#error "gemm_packed: TILE_M is 8, 6 or 4"
+#endif
+  // TILE_M named accumulators (the rows past TILE_M are never touched and compile away):
+  // separate variables stay in registers, where an array indexed in a loop would not.
   float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
   for (int k = 0; k < K; ++k) {
     const float16 bv = vload16(0, b + k * 16);
@@ -27,39 +31,21 @@ inline void tile_product(__global const float* a, __global const float* b, const
     c1 = fma((float16)(ak[1]), bv, c1);
     c2 = fma((float16)(ak[2]), bv, c2);
     c3 = fma((float16)(ak[3]), bv, c3);
+#if TILE_M > 4
     c4 = fma((float16)(ak[4]), bv, c4);
     c5 = fma((float16)(ak[5]), bv, c5);
+#endif
+#if TILE_M > 6
     c6 = fma((float16)(ak[6]), bv, c6);
     c7 = fma((float16)(ak[7]), bv, c7);
-  }
-  acc[0] = c0, acc[1] = c1, acc[2] = c2, acc[3] = c3, acc[4] = c4, acc[5] = c5, acc[6] = c6, acc[7] = c7;
-#elif TILE_M == 4
-  // Half the accumulators: 8 AVX2 (256-bit) registers instead of 16, which spill there.
-  float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0;
-  for (int k = 0; k < K; ++k) {
-    const float16 bv = vload16(0, b + k * 16);
-    __global const float* ak = a + k * PANEL_M;
-    c0 = fma((float16)(ak[0]), bv, c0);
-    c1 = fma((float16)(ak[1]), bv, c1);
-    c2 = fma((float16)(ak[2]), bv, c2);
-    c3 = fma((float16)(ak[3]), bv, c3);
+#endif
   }
   acc[0] = c0, acc[1] = c1, acc[2] = c2, acc[3] = c3;
-#elif TILE_M == 6
-  float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0;
-  for (int k = 0; k < K; ++k) {
-    const float16 bv = vload16(0, b + k * 16);
-    __global const float* ak = a + k * PANEL_M;
-    c0 = fma((float16)(ak[0]), bv, c0);
-    c1 = fma((float16)(ak[1]), bv, c1);
-    c2 = fma((float16)(ak[2]), bv, c2);
-    c3 = fma((float16)(ak[3]), bv, c3);
-    c4 = fma((float16)(ak[4]), bv, c4);
-    c5 = fma((float16)(ak[5]), bv, c5);
-  }
-  acc[0] = c0, acc[1] = c1, acc[2] = c2, acc[3] = c3, acc[4] = c4, acc[5] = c5;
-#else
-#error "gemm_packed: TILE_M is 8, 6 or 4"
+#if TILE_M > 4
+  acc[4] = c4, acc[5] = c5;
+#endif
+#if TILE_M > 6
+  acc[6] = c6, acc[7] = c7;
 #endif
 }
 

@@ -358,25 +358,17 @@ TEST_F(AttentionKernel, BigChunksAndLongCachesRunAndMatchTheReference) {
                               lse, [&](size_t h) { return kAttnTol * (1 + std::fabs(lse[h])); }));
       }
     }
-    {  // one decode row over a long cache (attention_decode_lanes under vec16)
-      const Case& c = long_decode;
-      const CaseData u(c, 850);
-      const auto& [rs, s, ldq, ldo, cache, q] = u;
-      std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
-      ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
-      const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
-      EXPECT_TRUE(all_close("long decode out " + c.name(), run.out, out, kAttnTol));
-      EXPECT_TRUE(all_close("long decode lse " + c.name(), run.lse, lse,
-                            [&](size_t h) { return kAttnTol * (1 + std::fabs(lse[h])); }));
-    }
-    {  // the mass of a few rows over a long cache, with the reference's log-sum-exps
-      const Case& c = long_cache;
+    // A few rows over a long cache, and one decode row (attention_decode_lanes under vec16);
+    // then the rows' mass, with the reference's log-sum-exps.
+    for (const Case& c : {long_cache, long_decode}) {
       const CaseData u(c, 840);
       const auto& [rs, s, ldq, ldo, cache, q] = u;
       std::vector<float> out(size_t(c.n) * ldo), lse(size_t(c.n) * c.n_heads);
       ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, c.n, out.data(), ldo, lse.data());
       const AttentionRun run(cx, s, c, q, ldq, cache.k, cache.v, unwritten(c, ldo));
       EXPECT_TRUE(all_close("long cache out " + c.name(), run.out, out, kAttnTol));
+      EXPECT_TRUE(all_close("long cache lse " + c.name(), run.lse, lse,
+                            [&](size_t h) { return kAttnTol * (1 + std::fabs(lse[h])); }));
       auto d_lse = testing_support::upload(cx, lse);
       auto d_mass = testing_support::upload(cx, std::vector<float>(size_t(c.n_kv_heads) * rs.cap, 0.0f));
       ops::attention_mass(cx, s, run.d_q, ldq, run.d_k, c.n_past, 0, c.n, d_lse, d_mass, 0);

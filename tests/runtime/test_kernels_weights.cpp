@@ -585,6 +585,22 @@ TEST_P(GemmTiles, GemmDequantMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 6, 8));
 
+// An accumulating matvec of a [rows][cols] weight of type t over n_rows random rows, in
+// context c, against the reference.
+void expect_matvec_matches(cl::Context& c, TensorType t, int rows, int cols, int n_rows, uint32_t seed,
+                           const std::string& what) {
+  auto W = testing_support::make_weight(c, t, rows, cols, seed);
+  const std::vector<float> x = random_floats(size_t(n_rows) * cols, seed + 1);
+  const std::vector<float> y0 = random_floats(size_t(n_rows) * rows, seed + 2);
+  auto d_x = testing_support::upload(c, x);
+  auto d_y = testing_support::upload(c, y0);
+  ops::matvec(c, W.dev, d_x, n_rows, d_y, rows, true);
+  std::vector<float> expect = y0;
+  ref::matvec(W.dequant.data(), rows, cols, x.data(), n_rows, expect.data(), rows, true);
+  const auto bound = dot_bounds(n_rows, rows, cols, x, cols, W.dequant, cols, y0, rows, true);
+  EXPECT_TRUE(all_close(what, testing_support::download(c, d_y, y0.size()), expect, [&](size_t i) { return bound[i]; }));
+}
+
 // matvec_prefetch: the decode products with and without their software prefetch (the CPU
 // tuning prefetches, the others do not), each compared with the reference; 64 bytes ahead
 // reaches past the end of the matrix's last rows, which a prefetch may do (it never faults).
@@ -593,20 +609,9 @@ TEST(MatvecPrefetch, EveryDistanceMatchesReference) {
     std::unique_ptr<cl::Context> c;
     ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"matvec_prefetch\": " + std::to_string(bytes)));
     ASSERT_EQ(c->tuning().matvec_prefetch, bytes);
-    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q6_K}) {
-      const int rows = 45, cols = test_cols(t), n_rows = 2;
-      auto W = testing_support::make_weight(*c, t, rows, cols, 83);
-      const std::vector<float> x = random_floats(size_t(n_rows) * cols, 84);
-      const std::vector<float> y0 = random_floats(size_t(n_rows) * rows, 85);
-      auto d_x = testing_support::upload(*c, x);
-      auto d_y = testing_support::upload(*c, y0);
-      ops::matvec(*c, W.dev, d_x, n_rows, d_y, rows, true);
-      std::vector<float> expect = y0;
-      ref::matvec(W.dequant.data(), rows, cols, x.data(), n_rows, expect.data(), rows, true);
-      const auto bound = dot_bounds(n_rows, rows, cols, x, cols, W.dequant, cols, y0, rows, true);
-      EXPECT_TRUE(all_close(std::string("matvec ") + type_name(t) + " prefetch " + std::to_string(bytes),
-                            testing_support::download(*c, d_y, y0.size()), expect, [&](size_t i) { return bound[i]; }));
-    }
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q6_K})
+      expect_matvec_matches(*c, t, 45, test_cols(t), 2, 83,
+                            std::string("matvec ") + type_name(t) + " prefetch " + std::to_string(bytes));
   }
 }
 
@@ -618,18 +623,7 @@ TEST(MatvecWorkGroups, Local64MatchesReference) {
   std::unique_ptr<cl::Context> c;
   ASSERT_NO_THROW(c = testing_support::context_with_work_groups(64)) << "the kernel tests need an OpenCL device";
   ASSERT_EQ(c->tuning().matvec_local, 64);
-  const int rows = 45, cols = 352, n_rows = 3;
-  auto W = testing_support::make_weight(*c, TensorType::Q4_1, rows, cols, 80);
-  const std::vector<float> x = random_floats(size_t(n_rows) * cols, 81);
-  const std::vector<float> y0 = random_floats(size_t(n_rows) * rows, 82);
-  auto d_x = testing_support::upload(*c, x);
-  auto d_y = testing_support::upload(*c, y0);
-  ops::matvec(*c, W.dev, d_x, n_rows, d_y, rows, true);
-  std::vector<float> expect = y0;
-  ref::matvec(W.dequant.data(), rows, cols, x.data(), n_rows, expect.data(), rows, true);
-  const auto bound = dot_bounds(n_rows, rows, cols, x, cols, W.dequant, cols, y0, rows, true);
-  EXPECT_TRUE(all_close("matvec local=64", testing_support::download(*c, d_y, y0.size()), expect,
-                        [&](size_t i) { return bound[i]; }));
+  expect_matvec_matches(*c, TensorType::Q4_1, 45, 352, 3, 80, "matvec local=64");
 }
 
 // The GPU work-group setting for the fused variants: the GLU kernel's grid is n_ff / 2 items.
