@@ -49,6 +49,33 @@ inline void tile_product(__global const float* a, __global const float* b, const
 #endif
 }
 
+#if TILE_M == 8
+// Two panels at once (b0, b1: 16 columns each): 16 accumulators, each A element loaded once
+// for 2 FMAs, 10 loads per 16 FMAs instead of 9 per 8, which left AVX-512's two load ports
+// the bound (SmolLM2's prefill products 96-140 -> 153-170 GFLOP/s, `bench --gemm`).
+inline void tile_product_wide(__global const float* a, __global const float* b0, __global const float* b1,
+                              const int K, float16* acc0, float16* acc1) {
+  float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
+  float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, e4 = 0, e5 = 0, e6 = 0, e7 = 0;
+  for (int k = 0; k < K; ++k) {
+    const float16 bv = vload16(0, b0 + k * 16);
+    const float16 bw = vload16(0, b1 + k * 16);
+    __global const float* ak = a + k * PANEL_M;
+    float16 t;
+    t = (float16)(ak[0]); c0 = fma(t, bv, c0); e0 = fma(t, bw, e0);
+    t = (float16)(ak[1]); c1 = fma(t, bv, c1); e1 = fma(t, bw, e1);
+    t = (float16)(ak[2]); c2 = fma(t, bv, c2); e2 = fma(t, bw, e2);
+    t = (float16)(ak[3]); c3 = fma(t, bv, c3); e3 = fma(t, bw, e3);
+    t = (float16)(ak[4]); c4 = fma(t, bv, c4); e4 = fma(t, bw, e4);
+    t = (float16)(ak[5]); c5 = fma(t, bv, c5); e5 = fma(t, bw, e5);
+    t = (float16)(ak[6]); c6 = fma(t, bv, c6); e6 = fma(t, bw, e6);
+    t = (float16)(ak[7]); c7 = fma(t, bv, c7); e7 = fma(t, bw, e7);
+  }
+  acc0[0] = c0, acc0[1] = c1, acc0[2] = c2, acc0[3] = c3, acc0[4] = c4, acc0[5] = c5, acc0[6] = c6, acc0[7] = c7;
+  acc1[0] = e0, acc1[1] = e1, acc1[2] = e2, acc1[3] = e3, acc1[4] = e4, acc1[5] = e5, acc1[6] = e6, acc1[7] = e7;
+}
+#endif
+
 // C rows mb * TILE_M .. and columns nb * 16 .. (+)= the tile, clipped to M x N.
 inline void store_tile(const float16* acc, const int M, const int N, const int mb, const int nb, __global float* C,
                        const int c_off, const int ldc) {
@@ -87,31 +114,46 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
 
 #ifdef WTYPE
 // gemm_packed with the dequantization in it (compiled after quant_formats.cl): a work-group
-// is one 16-row panel of W (rows row0 + 16 * group .. , N rows in all) and every tile of A
-// (local size = global size in dim 0). Its work-items first dequantize the panel into its
-// place in Bp, as dequant_to_panels would, then multiply it: the panel (K x 64 bytes) is still
-// in the cache when the tiles read it, where dequant_to_panels writes the whole matrix as
-// floats (4x-8x its quantized size) to memory and gemm_packed reads it back.
+// is one 16-row panel of W (rows row0 + 16 * group .. , N rows in all), or two with WIDE
+// (-D, 8-row tiles: tile_product_wide), and every tile of A (local size = global size in dim
+// 0). Its work-items first dequantize the panels into their place in Bp, as dequant_to_panels
+// would, then multiply them: a panel (K x 64 bytes) is still in the cache when the tiles read
+// it, where dequant_to_panels writes the whole matrix as floats (4x-8x its quantized size) to
+// memory and gemm_packed reads it back. WIDE with an odd number of panels: the last group has
+// one, and its second product reads that panel again and is not stored.
 __kernel void gemm_dequant(const int M, const int N, const int K, __global const float* Ap,
                            __global const uchar* W, const int row_bytes, const int row0, __global float* Bp,
                            __global float* C, const int c_off, const int ldc) {
   const int mb = get_global_id(0);
+#ifdef WIDE
+  const int panels = (N + 15) / 16, nb = 2 * get_group_id(1), nb1 = min(nb + 1, panels - 1);
+  const int rows_here = nb + 1 < panels ? 32 : 16;
+#else
   const int nb = get_group_id(1);
-  __global float* b = Bp + (size_t)nb * K * 16;
+  const int rows_here = 16;
+#endif
+  __global float* b = Bp + (size_t)nb * K * 16;  // the group's panels, one after the other
   const int groups = K / 8;  // a unit of work: 8 weights of one row
-  for (int u = get_local_id(0); u < 16 * groups; u += get_local_size(0)) {
+  for (int u = get_local_id(0); u < rows_here * groups; u += get_local_size(0)) {
     const int o = u / groups, g = u - o * groups;
     const int n = nb * 16 + o;
     const float8 w = n < N ? load8(W + (size_t)(row0 + n) * row_bytes, g * 8, K) : (float8)(0.0f);
-    __global float* dst = b + g * 8 * 16 + o;
+    __global float* dst = b + (size_t)(o >> 4) * K * 16 + g * 8 * 16 + (o & 15);
     dst[0] = w.s0; dst[16] = w.s1; dst[32] = w.s2; dst[48] = w.s3;
     dst[64] = w.s4; dst[80] = w.s5; dst[96] = w.s6; dst[112] = w.s7;
   }
   barrier(CLK_GLOBAL_MEM_FENCE);
   if (mb * TILE_M >= M) return;
+#ifdef WIDE
+  float16 acc0[TILE_M], acc1[TILE_M];
+  tile_product_wide(a_tile(Ap, K, mb), b, Bp + (size_t)nb1 * K * 16, K, acc0, acc1);
+  store_tile(acc0, M, N, mb, nb, C, c_off, ldc);
+  if (nb + 1 < panels) store_tile(acc1, M, N, mb, nb + 1, C, c_off, ldc);
+#else
   float16 acc[TILE_M];
   tile_product(a_tile(Ap, K, mb), b, K, acc);
   store_tile(acc, M, N, mb, nb, C, c_off, ldc);
+#endif
 }
 #endif
 

@@ -46,9 +46,13 @@ void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer
 
 namespace {
 
+// 8-row tiles (AVX-512's 32 registers) multiply two panels per work-item (gemm.cl WIDE).
+bool wide(Context& c) { return c.tuning().gemm_tile_rows == 8; }
+
 cl::Kernel gemm_dequant_kernel(Context& c, const DeviceWeight& W, bool accumulate) {
   return c.kernel("quant_formats.cl+gemm.cl", "gemm_dequant",
-                  wtype_option(W.type) + (accumulate ? " -DACCUM " : " ") + gemm_options(c.tuning().gemm_tile_rows));
+                  wtype_option(W.type) + (accumulate ? " -DACCUM " : " ") + gemm_options(c.tuning().gemm_tile_rows) +
+                      (wide(c) ? " -DWIDE" : ""));
 }
 
 size_t tiles_of(Context& c, int m) {
@@ -74,9 +78,10 @@ void gemm_dequant(Context& c, int m, const DeviceWeight& W, int row0, int n, con
     throw cl::ClError("invalid launch: gemm_dequant of " + std::to_string(m) +
                       " rows needs more work-items per group than the device allows (use dequant_to_panels + gemm_packed)");
   const size_t tiles = tiles_of(c, m);
-  gemm_dequant_kernel(c, W, accumulate)
-      .args(m, n, k, Ap, W.buf, W.row_bytes, row0, Bp, C, static_cast<int>(c_offset), ldc)
-      .launch(c.queue(), {tiles, cl::round_up(n, 16) / 16}, {tiles, 1});
+  cl::Kernel kernel = gemm_dequant_kernel(c, W, accumulate);
+  kernel.args(m, n, k, Ap, W.buf, W.row_bytes, row0, Bp, C, static_cast<int>(c_offset), ldc);
+  const size_t cols_per_group = wide(c) ? 32 : 16;
+  kernel.launch(c.queue(), {tiles, cl::round_up(n, cols_per_group) / cols_per_group}, {tiles, 1});
 }
 
 }  // namespace infinipot::ops
