@@ -115,8 +115,10 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
 #ifdef WTYPE
 // gemm_packed with the dequantization in it (compiled after quant_formats.cl): a work-group
 // is one 16-row panel of W (rows row0 + 16 * group .. , N rows in all), or two with WIDE
-// (-D, 8-row tiles: tile_product_wide), and every tile of A (local size = global size in dim
-// 0). Its work-items first dequantize the panels into their place in Bp, as dequant_to_panels
+// (-D, 8-row tiles: tile_product_wide), and every tile of A, item t taking tiles t, t + L, ...
+// (L = the local size = the global size in dim 0: a fixed size, so that a CPU driver that
+// compiles a kernel per work-group size, as PoCL does, compiles this one once and not once
+// per prompt length). Its work-items first dequantize the panels into their place in Bp, as dequant_to_panels
 // would, then multiply them: a panel (K x 64 bytes) is still in the cache when the tiles read
 // it, where dequant_to_panels writes the whole matrix as floats (4x-8x its quantized size) to
 // memory and gemm_packed reads it back. WIDE with an odd number of panels: the last group has
@@ -124,7 +126,6 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
 __kernel void gemm_dequant(const int M, const int N, const int K, __global const float* Ap,
                            __global const uchar* W, const int row_bytes, const int row0, __global float* Bp,
                            __global float* C, const int c_off, const int ldc) {
-  const int mb = get_global_id(0);
 #ifdef WIDE
   const int panels = (N + 15) / 16, nb = 2 * get_group_id(1), nb1 = min(nb + 1, panels - 1);
   const int rows_here = nb + 1 < panels ? 32 : 16;
@@ -143,17 +144,18 @@ __kernel void gemm_dequant(const int M, const int N, const int K, __global const
     dst[64] = w.s4; dst[80] = w.s5; dst[96] = w.s6; dst[112] = w.s7;
   }
   barrier(CLK_GLOBAL_MEM_FENCE);
-  if (mb * TILE_M >= M) return;
+  for (int mb = get_local_id(0); mb * TILE_M < M; mb += get_local_size(0)) {
 #ifdef WIDE
-  float16 acc0[TILE_M], acc1[TILE_M];
-  tile_product_wide(a_tile(Ap, K, mb), b, Bp + (size_t)nb1 * K * 16, K, acc0, acc1);
-  store_tile(acc0, M, N, mb, nb, C, c_off, ldc);
-  if (nb + 1 < panels) store_tile(acc1, M, N, mb, nb + 1, C, c_off, ldc);
+    float16 acc0[TILE_M], acc1[TILE_M];
+    tile_product_wide(a_tile(Ap, K, mb), b, Bp + (size_t)nb1 * K * 16, K, acc0, acc1);
+    store_tile(acc0, M, N, mb, nb, C, c_off, ldc);
+    if (nb + 1 < panels) store_tile(acc1, M, N, mb, nb + 1, C, c_off, ldc);
 #else
-  float16 acc[TILE_M];
-  tile_product(a_tile(Ap, K, mb), b, K, acc);
-  store_tile(acc, M, N, mb, nb, C, c_off, ldc);
+    float16 acc[TILE_M];
+    tile_product(a_tile(Ap, K, mb), b, K, acc);
+    store_tile(acc, M, N, mb, nb, C, c_off, ldc);
 #endif
+  }
 }
 #endif
 

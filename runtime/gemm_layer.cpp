@@ -63,7 +63,7 @@ void GemmLayer::set_input(const cl::Buffer& in, int n, int k) {
 
 void GemmLayer::multiply(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
   if (!input_ || W.cols != in_k_) throw cl::ClError("GemmLayer::multiply: input width does not match the weight");
-  if (backend_ == "packed" && ops::gemm_dequant_fits(ctx_, W, in_rows_)) {
+  if (backend_ == "packed" && ops::gemm_dequant_fits(ctx_, W)) {
     ops::gemm_dequant(ctx_, in_rows_, W, 0, W.rows, packed_a_, weights_, out, ldo, accumulate, col);
   } else if (backend_ == "packed") {
     ops::dequant_to_panels(ctx_, W, weights_);
@@ -76,7 +76,7 @@ void GemmLayer::multiply(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, i
 
 void GemmLayer::multiply_rows(const ops::DeviceWeight& W, int row0, int n_rows, cl::Buffer& out, bool accumulate) {
   if (!input_ || W.cols != in_k_) throw cl::ClError("GemmLayer::multiply_rows: input width does not match the weight");
-  if (backend_ == "packed" && ops::gemm_dequant_fits(ctx_, W, in_rows_)) {
+  if (backend_ == "packed" && ops::gemm_dequant_fits(ctx_, W)) {
     ops::gemm_dequant(ctx_, in_rows_, W, row0, n_rows, packed_a_, weights_, out, n_rows, accumulate, 0);
   } else if (backend_ == "packed") {
     ops::dequant_rows_to_panels(ctx_, W, row0, n_rows, weights_);

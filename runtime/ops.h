@@ -95,8 +95,8 @@ void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer
                  bool accumulate, size_t c_offset = 0);
 // gemm.cl: the same product with rows [row0, row0 + n) of the quantized W as B, each 16-row
 // panel dequantized into Bp (pad16(n) x k floats, scratch) by the work-group that multiplies it.
-// gemm_dequant_fits: whether the device runs all of A's tiles in one work-group (m rows).
-bool gemm_dequant_fits(Context& c, const DeviceWeight& W, int m);
+// gemm_dequant_fits: whether the device runs its work-groups (16 items) for this weight.
+bool gemm_dequant_fits(Context& c, const DeviceWeight& W);
 void gemm_dequant(Context& c, int m, const DeviceWeight& W, int row0, int n, const Buffer& Ap, Buffer& Bp, Buffer& C,
                   int ldc, bool accumulate, size_t c_offset = 0);
 

@@ -55,15 +55,14 @@ cl::Kernel gemm_dequant_kernel(Context& c, const DeviceWeight& W, bool accumulat
                       (wide(c) ? " -DWIDE" : ""));
 }
 
-size_t tiles_of(Context& c, int m) {
-  const int tile = c.tuning().gemm_tile_rows;
-  return cl::round_up(m, tile) / tile;
-}
+// Work-items per gemm_dequant group, whatever the number of rows (each takes every 16th tile):
+// one work-group size, so one compiled kernel on drivers that specialise on it.
+constexpr size_t kDequantGroup = 16;
 
 }  // namespace
 
-bool gemm_dequant_fits(Context& c, const DeviceWeight& W, int m) {
-  return W.cols % 8 == 0 && tiles_of(c, m) <= gemm_dequant_kernel(c, W, false).work_group_limit(c.device().id);
+bool gemm_dequant_fits(Context& c, const DeviceWeight& W) {
+  return W.cols % 8 == 0 && kDequantGroup <= gemm_dequant_kernel(c, W, false).work_group_limit(c.device().id);
 }
 
 void gemm_dequant(Context& c, int m, const DeviceWeight& W, int row0, int n, const Buffer& Ap, Buffer& Bp, Buffer& C,
@@ -74,14 +73,13 @@ void gemm_dequant(Context& c, int m, const DeviceWeight& W, int row0, int n, con
   if (Ap.bytes() < packed_a_floats(m, k, tile) * 4 || Bp.bytes() < panel_floats(n, k) * 4 ||
       C.bytes() < (c_offset + size_t(m - 1) * ldc + n) * 4)
     throw cl::ClError("invalid launch: gemm_dequant operand too small");
-  if (!gemm_dequant_fits(c, W, m))
-    throw cl::ClError("invalid launch: gemm_dequant of " + std::to_string(m) +
-                      " rows needs more work-items per group than the device allows (use dequant_to_panels + gemm_packed)");
-  const size_t tiles = tiles_of(c, m);
+  if (!gemm_dequant_fits(c, W))
+    throw cl::ClError("invalid launch: gemm_dequant needs " + std::to_string(kDequantGroup) +
+                      " work-items per group, more than the device allows (use dequant_to_panels + gemm_packed)");
   cl::Kernel kernel = gemm_dequant_kernel(c, W, accumulate);
   kernel.args(m, n, k, Ap, W.buf, W.row_bytes, row0, Bp, C, static_cast<int>(c_offset), ldc);
   const size_t cols_per_group = wide(c) ? 32 : 16;
-  kernel.launch(c.queue(), {tiles, cl::round_up(n, cols_per_group) / cols_per_group}, {tiles, 1});
+  kernel.launch(c.queue(), {kDequantGroup, cl::round_up(n, cols_per_group) / cols_per_group}, {kDequantGroup, 1});
 }
 
 }  // namespace infinipot::ops

@@ -243,7 +243,7 @@ TEST_P(WeightKernel, GemmDequantMatchesReference) {
   const int rows = 45, k = test_cols(t);
   auto W = make_weight(t, rows, k, 21);
   for (int m : {1, 19}) {
-    ASSERT_TRUE(ops::gemm_dequant_fits(ctx(), W.dev, m));
+    ASSERT_TRUE(ops::gemm_dequant_fits(ctx(), W.dev));
     const std::vector<float> X = random_floats(size_t(m) * k, 22 + m);
     auto d_X = upload(X);
     auto Ap = ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, ctx().tuning().gemm_tile_rows) * 4,
@@ -562,25 +562,28 @@ TEST_P(GemmTiles, GemmPackedMatchesReference) {
   }
 }
 
-// gemm_dequant at every tile height: the tile product is gemm_packed's, the work-group spans
-// every tile of A (37 rows: a partial tile at each height).
+// gemm_dequant at every tile height: the tile product is gemm_packed's; a work-group's 16 items
+// take every 16th tile of A (37 rows: fewer tiles than items, a partial tile at each height;
+// 150 rows: 19-38 tiles, so items take two or three).
 TEST_P(GemmTiles, GemmDequantMatchesReference) {
   std::unique_ptr<cl::Context> c;
   ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"gemm_tile_rows\": " + std::to_string(GetParam())));
-  const int m = 37, n = 33, k = 96;
+  const int n = 33, k = 96;
   auto W = testing_support::make_weight(*c, TensorType::Q4_1, n, k, 90);
-  const std::vector<float> X = random_floats(size_t(m) * k, 91);
-  auto d_X = testing_support::upload(*c, X);
-  auto Ap = c->memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, GetParam()) * 4, "Ap");
-  auto Bp = c->memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(n, k) * 4, "Bp");
-  auto C = c->memory().alloc(cl::MemCategory::Scratch, size_t(m) * n * 4, "C");
-  ops::pack_a(*c, d_X, m, k, k, Ap);
-  ops::gemm_dequant(*c, m, W.dev, 0, n, Ap, Bp, C, n, false);
-  std::vector<float> expect(size_t(m) * n);
-  ref::gemm_abt(m, n, k, X.data(), k, W.dequant.data(), k, expect.data(), n, false);
-  const auto bound = dot_bounds(m, n, k, X, k, W.dequant, k, expect, n, false);
-  EXPECT_TRUE(all_close("gemm_dequant tile " + std::to_string(GetParam()),
-                        testing_support::download(*c, C, size_t(m) * n), expect, [&](size_t i) { return bound[i]; }));
+  for (int m : {37, 150}) {
+    const std::vector<float> X = random_floats(size_t(m) * k, 91 + m);
+    auto d_X = testing_support::upload(*c, X);
+    auto Ap = c->memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, GetParam()) * 4, "Ap");
+    auto Bp = c->memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(n, k) * 4, "Bp");
+    auto C = c->memory().alloc(cl::MemCategory::Scratch, size_t(m) * n * 4, "C");
+    ops::pack_a(*c, d_X, m, k, k, Ap);
+    ops::gemm_dequant(*c, m, W.dev, 0, n, Ap, Bp, C, n, false);
+    std::vector<float> expect(size_t(m) * n);
+    ref::gemm_abt(m, n, k, X.data(), k, W.dequant.data(), k, expect.data(), n, false);
+    const auto bound = dot_bounds(m, n, k, X, k, W.dequant, k, expect, n, false);
+    EXPECT_TRUE(all_close("gemm_dequant tile " + std::to_string(GetParam()) + " m=" + std::to_string(m),
+                          testing_support::download(*c, C, size_t(m) * n), expect, [&](size_t i) { return bound[i]; }));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 6, 8));
