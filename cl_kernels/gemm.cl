@@ -113,7 +113,8 @@ __kernel void gemm_packed(const int M, const int N, const int K, __global const 
 }
 
 #ifdef WTYPE
-// gemm_packed with the dequantization in it (compiled after quant_formats.cl): a work-group
+// gemm_packed with the dequantization in it (compiled after quant_formats.cl and dequant.cl,
+// whose dequant_panel8 it shares with dequant_to_panels): a work-group
 // is one 16-row panel of W (rows row0 + 16 * group .. , N rows in all), or two with WIDE
 // (-D, 8-row tiles: tile_product_wide), and every tile of A, item t taking tiles t, t + L, ...
 // (L = the local size = the global size in dim 0: a fixed size, so that a CPU driver that
@@ -137,11 +138,7 @@ __kernel void gemm_dequant(const int M, const int N, const int K, __global const
   const int groups = K / 8;  // a unit of work: 8 weights of one row
   for (int u = get_local_id(0); u < rows_here * groups; u += get_local_size(0)) {
     const int o = u / groups, g = u - o * groups;
-    const int n = nb * 16 + o;
-    const float8 w = n < N ? load8(W + (size_t)(row0 + n) * row_bytes, g * 8, K) : (float8)(0.0f);
-    __global float* dst = b + (size_t)(o >> 4) * K * 16 + g * 8 * 16 + (o & 15);
-    dst[0] = w.s0; dst[16] = w.s1; dst[32] = w.s2; dst[48] = w.s3;
-    dst[64] = w.s4; dst[80] = w.s5; dst[96] = w.s6; dst[112] = w.s7;
+    dequant_panel8(W, row_bytes, row0, N, K, nb * 16 + o, g, Bp);
   }
   barrier(CLK_GLOBAL_MEM_FENCE);
   for (int mb = get_local_id(0); mb * TILE_M < M; mb += get_local_size(0)) {

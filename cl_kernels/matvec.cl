@@ -83,30 +83,26 @@ inline float16 row_dot(__global const uchar* w, const int row_bytes, XSPACE cons
     }
   }
 #elif WTYPE == T_Q8_0
-  // The scales of Q8_GROUP blocks (34 bytes apart) convert as one vector, where block_fma
-  // converts each block's on its own (`perf annotate` had the scalar conversion all over
-  // the LM head's loop).
-#define Q8_GROUP 4
+  // The scales of Q8_GROUP blocks convert as one vector, where block_fma converts each
+  // block's on its own (`perf annotate` had the scalar conversion all over the LM head's loop).
   for (; b + Q8_GROUP <= nb; b += Q8_GROUP) {
-    __global const uchar* blk = w + b * 34;
+    __global const uchar* blk = q8_block(w, b);
     PREFETCH_AHEAD(blk);
-    PREFETCH_AHEAD(blk + 68);
-    __global const ushort* h = (__global const ushort*)blk;  // rows and blocks start 2-byte aligned
+    PREFETCH_AHEAD(blk + 2 * Q8_0_BYTES);
     float d[Q8_GROUP];
-    vstore4(halves_to_float4((uint4)(h[0], h[17], h[34], h[51])), 0, d);
+    vstore4(q8_scales4(blk), 0, d);
     for (int j = 0; j < Q8_GROUP; ++j) {
       float16 xl, xh;
       x_block(xr, b + j, &xl, &xh);
-      acc = q8_fma((__global const char*)(blk + 34 * j + 2), d[j], xl, xh, acc);
+      acc = q8_fma((__global const char*)(q8_block(w, b + j) + 2), d[j], xl, xh, acc);
     }
   }
 #endif
+  // Every other 32-element block (34 bytes of Q8_0, 18-26 of the K-quants, 64 of F16 ...) is
+  // a cache line or more ahead; row_bytes / nb rounds the K-quants' bytes per block down.
+  const int block_bytes = nb > 0 ? row_bytes / nb : 0;
   for (; b < nb; ++b) {
-#ifdef PREFETCH_BYTES
-    // Every other 32-element block (34 bytes of Q8_0, 18-26 of the K-quants, 64 of F16 ...):
-    // a cache line or more; row_bytes / nb rounds the K-quants' bytes per block down.
-    if ((b & 1) == 0) PREFETCH_AHEAD(w + b * (row_bytes / nb));
-#endif
+    if ((b & 1) == 0) PREFETCH_AHEAD(w + b * block_bytes);
     float16 xl, xh;
     x_block(xr, b, &xl, &xh);
     acc = block_fma(w, b, nb, xl, xh, acc);

@@ -67,8 +67,8 @@ __kernel void quantize_q8(__global const float* x, const int K, const int n_rows
 #define W_SCALES(row, b) q4_scales(row, b)
 #define W_QUANTS(row, b) q4_quants(row, nb, b)
 #else
-#define W_SCALES(row, b) ((row) + (b) * 34)
-#define W_QUANTS(row, b) ((row) + (b) * 34 + 2)
+#define W_SCALES(row, b) q8_block(row, b)
+#define W_QUANTS(row, b) (q8_block(row, b) + 2)
 #endif
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), reading
 // the input block once for all of them, as matvec.cl does. A float8 accumulator per output

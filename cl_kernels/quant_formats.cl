@@ -99,6 +99,16 @@ inline float16 q4_fma(uchar16 q, float d, float m, float16 xl, float16 xh, float
 #endif
 
 #if WTYPE == T_Q8_0
+#define Q8_0_BYTES 34  // a Q8_0 block: half d, char qs[32]
+#define Q8_GROUP 4     // blocks whose scales convert as one vector (q8_scales4)
+// Block b of a Q8_0 row.
+inline __global const uchar* q8_block(__global const uchar* row, int b) { return row + b * Q8_0_BYTES; }
+// The scales of the Q8_GROUP blocks from blk, Q8_0_BYTES apart, as one vector conversion.
+inline float4 q8_scales4(__global const uchar* blk) {
+  __global const ushort* h = (__global const ushort*)blk;  // rows and blocks start 2-byte aligned
+  const int s = Q8_0_BYTES / 2;
+  return halves_to_float4((uint4)(h[0], h[s], h[2 * s], h[3 * s]));
+}
 // One Q8_0 block's products (q its 32 quants, d its scale): see block_fma.
 inline float16 q8_fma(__global const char* q, float d, float16 xl, float16 xh, float16 acc) {
   return fma((float16)(d), fma(convert_float16(vload16(0, q)), xl, convert_float16(vload16(1, q)) * xh), acc);
@@ -168,7 +178,7 @@ inline float8 load8(__global const uchar* row, int k, int K) {
   const uchar8 low4 = j < 16 ? (q & (uchar8)(15)) : (q >> (uchar8)(4));
   return convert_float8(low4 | q5_bits8(q5_qh(b, 4), j)) * d + m;
 #elif WTYPE == T_Q8_0
-  __global const uchar* b = row + (k >> 5) * 34;
+  __global const uchar* b = q8_block(row, k >> 5);
   const float d = f16_at(b, 0);
   return convert_float8(vload8(0, (__global const char*)(b + 2) + (k & 31))) * d;
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
@@ -250,7 +260,7 @@ inline float16 block_fma(__global const uchar* row, int b, int nb, float16 xl, f
   const float16 hi = convert_float16((q >> (uchar16)(4)) | q5_bits16(qh, 16));
   return fma((float16)(m), xl + xh, fma((float16)(d), fma(lo, xl, hi * xh), acc));
 #elif WTYPE == T_Q8_0
-  __global const uchar* blk = row + b * 34;
+  __global const uchar* blk = q8_block(row, b);
   return q8_fma((__global const char*)(blk + 2), f16_at(blk, 0), xl, xh, acc);
 #elif WTYPE == T_Q4_K || WTYPE == T_Q5_K
   // One 32-element sub-block j of super-block b / 8: w = d*sc*q - dmin*m, so the min folds

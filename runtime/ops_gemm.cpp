@@ -13,6 +13,19 @@ std::string gemm_options(int tile) {
   return "-DTILE_M=" + std::to_string(tile) + " -DPANEL_M=" + std::to_string(a_panel_rows(tile));
 }
 
+// 8-row tiles (AVX-512's 32 registers) multiply two panels per work-item (gemm.cl WIDE).
+bool wide(Context& c) { return c.tuning().gemm_tile_rows == 8; }
+
+cl::Kernel gemm_dequant_kernel(Context& c, const DeviceWeight& W, bool accumulate) {
+  return c.kernel("quant_formats.cl+dequant.cl+gemm.cl", "gemm_dequant",
+                  wtype_option(W.type) + (accumulate ? " -DACCUM " : " ") + gemm_options(c.tuning().gemm_tile_rows) +
+                      (wide(c) ? " -DWIDE" : ""));
+}
+
+// Work-items per gemm_dequant group, whatever the number of rows (each takes every 16th tile):
+// one work-group size, so one compiled kernel on drivers that specialise on it.
+constexpr size_t kDequantGroup = 16;
+
 }  // namespace
 
 int a_panel_rows(int tile_rows) {
@@ -44,22 +57,6 @@ void gemm_packed(Context& c, int m, int n, int k, const Buffer& Ap, const Buffer
       .launch(c.queue(), {cl::round_up(n, 16) / 16, cl::round_up(m, tile) / tile});
 }
 
-namespace {
-
-// 8-row tiles (AVX-512's 32 registers) multiply two panels per work-item (gemm.cl WIDE).
-bool wide(Context& c) { return c.tuning().gemm_tile_rows == 8; }
-
-cl::Kernel gemm_dequant_kernel(Context& c, const DeviceWeight& W, bool accumulate) {
-  return c.kernel("quant_formats.cl+gemm.cl", "gemm_dequant",
-                  wtype_option(W.type) + (accumulate ? " -DACCUM " : " ") + gemm_options(c.tuning().gemm_tile_rows) +
-                      (wide(c) ? " -DWIDE" : ""));
-}
-
-// Work-items per gemm_dequant group, whatever the number of rows (each takes every 16th tile):
-// one work-group size, so one compiled kernel on drivers that specialise on it.
-constexpr size_t kDequantGroup = 16;
-
-}  // namespace
 
 bool gemm_dequant_fits(Context& c, const DeviceWeight& W) {
   return W.cols % 8 == 0 && kDequantGroup <= gemm_dequant_kernel(c, W, false).work_group_limit(c.device().id);

@@ -49,21 +49,21 @@ static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, con
   require(!norm.w || norm.w->bytes() >= size_t(W.cols) * 4, std::string(what) + ": norm weight too small");
 }
 
-// matvec.cl -DPREFETCH_BYTES: the tuning's prefetch distance, when it has one.
-static std::string prefetch_option(Context& c) {
-  const int bytes = c.tuning().matvec_prefetch;
-  return bytes > 0 ? " -DPREFETCH_BYTES=" + std::to_string(bytes) : "";
+// matvec.cl's -D options every variant shares: the weight type, the norm inside (its width
+// sizes the work-group's local copy) and the tuning's prefetch distance, when it has one.
+static std::string matvec_options(Context& c, const DeviceWeight& W, const RowNorm& norm) {
+  const int prefetch = c.tuning().matvec_prefetch;
+  return wtype_option(W.type) + (norm.w ? " -DNORM -DNORM_K=" + std::to_string(W.cols) : "") +
+         (prefetch > 0 ? " -DPREFETCH_BYTES=" + std::to_string(prefetch) : "");
 }
 
 constexpr const char* kMatvecFiles = "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+matvec.cl";
 
 // matvec.cl with its fusion options; Wu / up_row0 / norm are dummies when unused.
-static void launch_float_matvec(Context& c, std::string opts, const DeviceWeight& W, const DeviceWeight& Wu,
+static void launch_float_matvec(Context& c, const std::string& opts, const DeviceWeight& W, const DeviceWeight& Wu,
                                 int up_row0, int n_out, int per_item, const Buffer& x, const RowNorm& norm,
                                 int n_rows, Buffer& y, int ldy, size_t y_offset) {
-  opts = wtype_option(W.type) + opts + (norm.w ? " -DNORM -DNORM_K=" + std::to_string(W.cols) : "");
-  opts += prefetch_option(c);
-  auto k = c.kernel(kMatvecFiles, "matvec", opts);
+  auto k = c.kernel(kMatvecFiles, "matvec", matvec_options(c, W, norm) + opts);
   k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
          norm.w ? *norm.w : x, norm.eps);
   launch_rows(c, k, n_out, per_item, n_rows);
@@ -110,10 +110,7 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
   require(kv.slot0 >= 0 && kv.slot0 + n_rows <= kv.cap, "matvec_qkv_rope: slots past the KV capacity");
   const size_t cache_bytes = size_t(kv.n_kv_heads) * kv.cap * kv.head_dim * (kv.kv_half ? 2 : 4);
   require(kv.k_cache->bytes() >= cache_bytes && kv.v_cache->bytes() >= cache_bytes, "matvec_qkv_rope: cache too small");
-  std::string opts = wtype_option(W.type) + " -DROPE_KV" + (norm.w ? " -DNORM -DNORM_K=" + std::to_string(W.cols) : "") +
-                     (kv.kv_half ? " -DKV_HALF" : "");
-  opts += prefetch_option(c);
-  auto k = c.kernel(kMatvecFiles, "matvec", opts);
+  auto k = c.kernel(kMatvecFiles, "matvec", matvec_options(c, W, norm) + " -DROPE_KV" + (kv.kv_half ? " -DKV_HALF" : ""));
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
          *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
   launch_rows(c, k, W.rows, kRowsPerItem, n_rows);
