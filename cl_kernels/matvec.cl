@@ -23,6 +23,10 @@
 //         of one head, adjacent after the loader's reorder); q and k rows are rotated by the
 //         angles cs[r] ([n_rows][n_rot/2] (cos, sin)) before they are written, and k and v rows
 //         also go to slot slot0 + r of their head in k_cache / v_cache ([n_kv_heads][cap][head_dim]).
+// NATIVE_DOT (with NATIVE_K = K, a multiple of 32; Q4_0, Q4_1, Q8_0 weights): the work-group
+//         quantizes the input row (times nw under NORM, each block's sum of squares beside it)
+//         to 8 bits per block in local memory, and each row's dot product runs in the CPU's
+//         8-bit dot instruction (native_dot.cl).
 // Wu, up_row0, nw, eps are ignored by the variants that do not use them.
 #define ROWS 4  // weight rows per work-item
 #ifdef GLU
@@ -35,15 +39,6 @@
 // (every cl_mem is aligned to the device's base address alignment, at least 128 bytes, and
 // K % 8 == 0), as does nw. PoCL 3.1 split vload16(x) * vload16(nw) into 2-float pieces (32
 // loads and multiplies per block), which made each normed product 1.5-2.5x slower.
-// PREFETCH_BYTES (-D, the tuning's matvec_prefetch): each block group asks for the weights that
-// many bytes ahead of it (clang's __builtin_prefetch, prefetcht0 on x86). A work-item's rows,
-// and its work-group's, are one ascending stream, but each thread of a CPU device takes
-// work-groups of a few KB here and there, so the hardware prefetcher keeps losing the stream.
-#ifdef PREFETCH_BYTES
-#define PREFETCH_AHEAD(p) __builtin_prefetch((__global const char*)(p) + PREFETCH_BYTES, 0, 3)
-#else
-#define PREFETCH_AHEAD(p)
-#endif
 inline float8 x8(__global const float* p, int i) { return ((__global const float8*)p)[i]; }
 
 // The products' input row: x[r] in global memory, or under NORM x[r] * nw in local memory.
@@ -149,7 +144,16 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   const int o0 = get_global_id(0) * OUTS;
   const int r = get_global_id(1);  // the same for the whole work-group (local size 1 in dim 1)
   __global const float* xr = x + (size_t)r * K;
-#ifdef NORM
+#if defined(NATIVE_DOT)
+  // The input row in 8 bits, once per work-group, before any item returns.
+  const int nb = K / 32;
+  __local int xq[(NATIVE_K / 32 + NATIVE_UNIT) * 8];
+  __local float xd[NATIVE_K / 32 + NATIVE_UNIT], xsum[NATIVE_K / 32 + NATIVE_UNIT], ssq[NATIVE_K / 32 + NATIVE_UNIT];
+  if (r < n_rows)
+    for (int b = get_local_id(0); b < native_padded_blocks(nb); b += get_local_size(0))
+      native_quantize_block(xr, nw, b, nb, xq, xd, xsum, ssq);
+  barrier(CLK_LOCAL_MEM_FENCE);
+#elif defined(NORM)
   // x[r] * nw, once per work-group, before any item returns (every item reaches the barrier).
   __local float8 xs8[NORM_K / 8];
   __local const float* xs = (__local const float*)xs8;
@@ -167,8 +171,15 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   // short to train it (decode then waits on memory). x stays in the L1 cache between rows.
   float s[ROWS];
   for (int i = 0; i < ROWS; ++i)
+#ifdef NATIVE_DOT
+    s[i] = i % OUTS < no ? native_row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), nb, xq, xd, xsum) : 0.0f;
+#else
     s[i] = i % OUTS < no ? sum16(row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), row_bytes, xs, K)) : 0.0f;
-#ifdef NORM
+#endif
+#if defined(NORM) && defined(NATIVE_DOT)
+  const float inv_rms = rsqrt(native_sum_squares(ssq, nb) / (float)K + eps);
+  for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
+#elif defined(NORM)
   const float inv_rms = rsqrt(sum_of_squares(xr, K) / (float)K + eps);
   for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
 #endif

@@ -31,6 +31,16 @@
 #error "compile with -DWTYPE=<ggml type id>"
 #endif
 
+// PREFETCH_BYTES (-D, the tuning's matvec_prefetch; read by matvec.cl and native_dot.cl): each
+// block group asks for the weights that many bytes ahead of it (clang's __builtin_prefetch,
+// prefetcht0 on x86). A work-item's rows,
+// and its work-group's, are one ascending stream, but each thread of a CPU device takes
+// work-groups of a few KB here and there, so the hardware prefetcher keeps losing the stream.
+#ifdef PREFETCH_BYTES
+#define PREFETCH_AHEAD(p) __builtin_prefetch((__global const char*)(p) + PREFETCH_BYTES, 0, 3)
+#else
+#define PREFETCH_AHEAD(p)
+#endif
 #define T_F32 0
 #define T_F16 1
 #define T_Q4_0 2
@@ -72,6 +82,7 @@ inline float f16_at(__global const uchar* p, int i) { return half_bits_to_float(
 DEFINE_HALVES_TO_FLOAT(2)
 DEFINE_HALVES_TO_FLOAT(4)
 DEFINE_HALVES_TO_FLOAT(8)
+DEFINE_HALVES_TO_FLOAT(16)
 // Halves 0 and 1 at p (a block's d and m), as f16_at gives them.
 inline float2 f16x2_at(__global const uchar* p) {
   return halves_to_float2(convert_uint2(vload2(0, (__global const ushort*)p)));

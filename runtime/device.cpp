@@ -61,7 +61,22 @@ nlohmann::json DeviceInfo::to_json() const {
           {"max_work_group_size", max_work_group_size},
           {"fp16", fp16},
           {"subgroups", subgroups},
-          {"exact_divide", exact_divide}};
+          {"exact_divide", exact_divide},
+          {"native_dot", native_dot}};
+}
+
+// PoCL builds kernels with clang for the host CPU, so a function there may ask for an x86
+// feature that PoCL's kernel-library variant leaves out (native_dot.cl); only where the
+// host has it, or the instruction faults.
+static int native_dot_of(const DeviceInfo& d) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  const bool pocl = d.platform_name.find("Portable Computing Language") != std::string::npos;
+  if (pocl && d.type == "cpu" && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
+    return 1;
+#else
+  (void)d;
+#endif
+  return 0;
 }
 
 std::vector<DeviceInfo> list_devices() {
@@ -103,6 +118,7 @@ std::vector<DeviceInfo> list_devices() {
           (device_val<cl_device_fp_config>(d, CL_DEVICE_SINGLE_FP_CONFIG) & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
       info.subgroups = has_ext(info.extensions, "cl_khr_subgroups") ||
                        has_ext(info.extensions, "cl_intel_subgroups");
+      info.native_dot = native_dot_of(info);
       out.push_back(std::move(info));
     }
   }

@@ -31,6 +31,10 @@ struct DeviceInfo {
   // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: -cl-fp32-correctly-rounded-divide-sqrt is accepted
   // (OpenCL's default float division may be 2.5 ulp off: NVIDIA's is, PoCL's is exact).
   bool exact_divide = false;
+  // The CPU's own 8-bit dot instruction that decode products may use (cl_kernels/native_dot.cl):
+  // 1 = AVX-512 VNNI, for a PoCL CPU device on an x86 host that has it; 0 = none (every other
+  // device: the portable kernels). PoCL's device is the host CPU, so the host's CPUID decides.
+  int native_dot = 0;
   std::string extensions;
 
   nlohmann::json to_json() const;

@@ -147,11 +147,12 @@ void Forward::prepare_input(const ops::DeviceWeight& W, bool gemm) {
   }
 }
 
-void Forward::set_normed_input(const cl::Buffer& w, int n, bool fuse) {
+void Forward::set_normed_input(const cl::Buffer& w, int n, bool fuse, const ops::DeviceWeight& first) {
   const LlamaConfig& c = m_.cfg;
   // The norm inside the products saves a launch but makes every work-item recompute it and
-  // scale each input block by the norm weight: which costs more is the device's to say.
-  if (fuse && ctx_.tuning().matvec_norm_fusion) {
+  // scale each input block by the norm weight: which costs more is the device's to say. In
+  // the native dot the work-group quantizes the input anyway, and the norm comes with it.
+  if (fuse && (ctx_.tuning().matvec_norm_fusion || ops::matvec_native(ctx_, first))) {
     set_input(x_, n, c.n_embd);
     input_norm_ = {&w, c.rms_eps};
   } else {
@@ -243,7 +244,7 @@ void Forward::layer(int l, int n) {
 
   // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn)), rope(qk_norm(Wk·xn)), Wv·xn)
   // with xn = rmsnorm(x) * attn_norm
-  set_normed_input(L.attn_norm, n, fusable({&L.wqkv, &L.wq, &L.wk, &L.wv}, n));
+  set_normed_input(L.attn_norm, n, fusable({&L.wqkv, &L.wq, &L.wk, &L.wv}, n), L.qkv_fused() ? L.wqkv : L.wq);
   const cl::Buffer& angles = local ? pos_local_ : pos_;
   // Decode without QK-norm (which needs whole heads first): RoPE and the KV store happen in
   // the q|k|v product's epilogue.
@@ -281,7 +282,8 @@ void Forward::layer(int l, int n) {
 
   // Feed-forward block: x += [post_norm] W_down · (act(W_gate·xn) * (W_up·xn)), act SiLU or GELU-tanh,
   // xn = rmsnorm(x) * ffn_norm
-  set_normed_input(L.ffn_norm, n, fusable({&L.w_gate_up, &L.w_gate, &L.w_up}, n));
+  set_normed_input(L.ffn_norm, n, fusable({&L.w_gate_up, &L.w_gate, &L.w_up}, n),
+                   L.gate_up_fused() ? L.w_gate_up : L.w_gate);
   gate_up_act(L, n);                                                   // act [n][n_ff]
   set_input(act_, n, c.n_ff);
   if (c.post_norms) {

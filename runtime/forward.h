@@ -76,7 +76,7 @@ class Forward {
   // The input of the next products is rmsnorm(x_) * w: decode products of the float path read
   // x_ and norm it themselves when `fuse` and the tuning's matvec_norm_fusion say so (matvec_norm,
   // matvec_glu, matvec_qkv_rope); otherwise xn_ is written.
-  void set_normed_input(const cl::Buffer& w, int n, bool fuse);
+  void set_normed_input(const cl::Buffer& w, int n, bool fuse, const ops::DeviceWeight& first);  // first: its first reader
   bool int8_path(const ops::DeviceWeight& W) const;  // decode product in integers (matvec_int8)
   // Whether decode products with these weights can take the norm / GLU into the matvec.
   bool fusable(std::initializer_list<const ops::DeviceWeight*> ws, int n) const;

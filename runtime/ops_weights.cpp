@@ -33,10 +33,23 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
       .launch(c.queue(), {size_t(table.cols / 8), size_t(n)});
 }
 
+bool matvec_native(const Context& c, const DeviceWeight& W) {
+  const int local = c.tuning().matvec_native_local;
+  return c.device().native_dot > 0 && c.tuning().matvec_native_dot &&
+         matvec_q8_supports(W.type) && W.cols % 32 == 0 &&
+         local >= 1 && size_t(local) <= c.device().max_work_group_size &&
+         uint64_t(W.cols / 32 + 4) * 44 <= c.device().local_mem_bytes;  // matvec.cl's local buffers (NATIVE_K)
+}
+
+// matvec.cl's work-group size for W's products.
+static int matvec_local_of(const Context& c, const DeviceWeight& W) {
+  return matvec_native(c, W) ? c.tuning().matvec_native_local : c.tuning().matvec_local;
+}
+
 // Grid of the decode products: `per_item` outputs of one input row per work-item, the input
-// rows on dimension 1, work-groups of the tuned size.
-static void launch_rows(Context& c, cl::Kernel& k, int n_out, int per_item, int n_rows) {
-  const int local = c.tuning().matvec_local;
+// rows on dimension 1, work-groups of the tuned size (matvec_native_local for W's products in
+// the native dot, whose work-groups each quantize the input row first).
+static void launch_rows(Context& c, cl::Kernel& k, int local, int n_out, int per_item, int n_rows) {
   const size_t items = (n_out + per_item - 1) / per_item;
   if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
   else k.launch(c.queue(), {items, size_t(n_rows)});
@@ -53,11 +66,16 @@ static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, con
 // sizes the work-group's local copy) and the tuning's prefetch distance, when it has one.
 static std::string matvec_options(Context& c, const DeviceWeight& W, const RowNorm& norm) {
   const int prefetch = c.tuning().matvec_prefetch;
+  const bool native = matvec_native(c, W);
   return wtype_option(W.type) + (norm.w ? " -DNORM -DNORM_K=" + std::to_string(W.cols) : "") +
-         (prefetch > 0 ? " -DPREFETCH_BYTES=" + std::to_string(prefetch) : "");
+         (prefetch > 0 ? " -DPREFETCH_BYTES=" + std::to_string(prefetch) : "") +
+         (native ? " -DNATIVE_DOT=" + std::to_string(c.device().native_dot) + " -DNATIVE_K=" + std::to_string(W.cols) +
+                       c.exact_divide_option()
+                 : "");
 }
 
-constexpr const char* kMatvecFiles = "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+matvec.cl";
+constexpr const char* kMatvecFiles =
+    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+native_dot.cl+matvec.cl";
 
 // matvec.cl with its fusion options; Wu / up_row0 / norm are dummies when unused.
 static void launch_float_matvec(Context& c, const std::string& opts, const DeviceWeight& W, const DeviceWeight& Wu,
@@ -66,7 +84,7 @@ static void launch_float_matvec(Context& c, const std::string& opts, const Devic
   auto k = c.kernel(kMatvecFiles, "matvec", matvec_options(c, W, norm) + opts);
   k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
          norm.w ? *norm.w : x, norm.eps);
-  launch_rows(c, k, n_out, per_item, n_rows);
+  launch_rows(c, k, matvec_local_of(c, W), n_out, per_item, n_rows);
 }
 
 constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl and matvec_q8.cl
@@ -113,7 +131,7 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
   auto k = c.kernel(kMatvecFiles, "matvec", matvec_options(c, W, norm) + " -DROPE_KV" + (kv.kv_half ? " -DKV_HALF" : ""));
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
          *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
-  launch_rows(c, k, W.rows, kRowsPerItem, n_rows);
+  launch_rows(c, k, matvec_local_of(c, W), W.rows, kRowsPerItem, n_rows);
 }
 
 size_t q8_bytes(int n_rows, int k) { return size_t(n_rows) * (k / 32) * kQ8BlockBytes; }
@@ -142,7 +160,7 @@ void matvec_q8(Context& c, const DeviceWeight& W, const Buffer& xq, int n_rows, 
   require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec_q8: output too small");
   auto k = c.kernel("quant_formats.cl+matvec_q8.cl", "matvec_q8", wtype_option(W.type) + (accumulate ? " -DACCUM" : ""));
   k.args(W.buf, W.row_bytes, W.rows, W.cols, xq, n_rows, y, static_cast<int>(y_offset), ldy);
-  launch_rows(c, k, W.rows, kRowsPerItem, n_rows);
+  launch_rows(c, k, c.tuning().matvec_local, W.rows, kRowsPerItem, n_rows);
 }
 
 static void dequant_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp, size_t offset) {

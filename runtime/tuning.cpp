@@ -52,7 +52,7 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
                     "vector lane) or \"auto\", got " +
                     v.dump());
   }
-  for (const char* k : {"matvec_local", "norm_local", "attention_tile_rows", "attention_key_tile",
+  for (const char* k : {"matvec_local", "matvec_native_local", "norm_local", "attention_tile_rows", "attention_key_tile",
                         "attention_decode_split", "prefill_chunk"})
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
@@ -70,7 +70,7 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
        j["matvec_prefetch"].get<long long>() > 65536 || j["matvec_prefetch"].get<long long>() % 64 != 0))
     throw ClError("platforms/tuning.json: 'matvec_prefetch' must be 0 (none) or bytes ahead, a multiple of 64 up to "
                   "65536, got " + j["matvec_prefetch"].dump());
-  for (const char* k : {"matvec_fusion", "matvec_norm_fusion", "attention_vec16"})
+  for (const char* k : {"matvec_fusion", "matvec_norm_fusion", "matvec_native_dot", "attention_vec16"})
     if (j.contains(k) && !j[k].is_boolean())
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be true or false, got " + j[k].dump());
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
@@ -79,6 +79,8 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   if (j.contains("matvec_int8")) t.matvec_int8 = j["matvec_int8"].get<std::vector<std::string>>();
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.matvec_prefetch = j.value("matvec_prefetch", t.matvec_prefetch);
+  t.matvec_native_dot = j.value("matvec_native_dot", t.matvec_native_dot);
+  t.matvec_native_local = j.value("matvec_native_local", t.matvec_native_local);
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
   t.attention_key_tile = j.value("attention_key_tile", t.attention_key_tile);
@@ -90,15 +92,17 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
 
 }  // namespace
 
-const char* const kTuningKeys[14] = {"gemm_backend",         "gemm_tile_rows",     "prefill_chunk",
+const char* const kTuningKeys[16] = {"gemm_backend",         "gemm_tile_rows",     "prefill_chunk",
                                      "attention_vec16",      "attention_vec16_rows", "attention_tile_rows",
                                      "attention_key_tile",   "attention_decode_split", "matvec_int8",
                                      "matvec_fusion",        "matvec_norm_fusion", "matvec_local",
-                                     "matvec_prefetch",      "norm_local"};
+                                     "matvec_prefetch",      "matvec_native_dot",  "matvec_native_local",
+                                     "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
-          {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_norm_fusion", matvec_norm_fusion}, {"matvec_local", matvec_local}, {"matvec_prefetch", matvec_prefetch}, {"norm_local", norm_local},
+          {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_norm_fusion", matvec_norm_fusion}, {"matvec_local", matvec_local}, {"matvec_prefetch", matvec_prefetch},
+          {"matvec_native_dot", matvec_native_dot}, {"matvec_native_local", matvec_native_local}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"attention_vec16", attention_vec16},
           {"attention_vec16_rows", attention_vec16_rows > 0 ? nlohmann::json(attention_vec16_rows) : nlohmann::json("auto")},
           {"attention_decode_split", attention_decode_split},

@@ -44,13 +44,18 @@ struct Tuning {
   // Decode products prefetch their weights this many bytes ahead of what they read (matvec.cl,
   // __builtin_prefetch; 0: none, for devices whose compiler lacks it or gains nothing).
   int matvec_prefetch = 0;
+  // Decode products of Q4_0 / Q4_1 weights in the CPU's own 8-bit dot instruction
+  // (cl_kernels/native_dot.cl), where the device has one (DeviceInfo::native_dot; else ignored),
+  // in work-groups of matvec_native_local items, each group quantizing the input row once.
+  bool matvec_native_dot = false;
+  int matvec_native_local = 0;
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[14];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[16];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

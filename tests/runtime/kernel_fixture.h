@@ -22,11 +22,18 @@
 
 namespace infinipot::testing_support {
 
-// The context a user gets without --device (PoCL on the CPU in CI). Created once per process:
-// PoCL compiles each kernel variant the first time it is asked for.
+// The context a user gets without --device (PoCL on the CPU in CI), but with the decode
+// products on the portable float path even where the CPU's own 8-bit dot would take them
+// (tuning matvec_native_dot; test_kernels_native_dot.cpp tests that path against its own
+// integer reference). Created once per process: PoCL compiles each kernel variant the first
+// time it is asked for.
 inline cl::Context& shared_context() {
   static std::unique_ptr<cl::Context> ctx;
-  if (!ctx) ctx = std::make_unique<cl::Context>(cl::ContextOptions{});
+  if (!ctx) {
+    cl::ContextOptions co;
+    co.tuning_overrides = {{"matvec_native_dot", false}};
+    ctx = std::make_unique<cl::Context>(co);
+  }
   return *ctx;
 }
 
@@ -39,10 +46,12 @@ inline std::unique_ptr<cl::Context> context_with_work_groups(int local) {
 }
 
 // A context whose tuning takes these values over platforms/tuning.json's (e.g. attention
-// tiling): `"attention_tile_rows": 1, ...`, the inside of a JSON object.
+// tiling): `"attention_tile_rows": 1, ...`, the inside of a JSON object. The decode products
+// stay on the float path (as in shared_context) unless the values name matvec_native_dot.
 inline std::unique_ptr<cl::Context> context_with_tuning(const std::string& values) {
   cl::ContextOptions co;
-  co.tuning_overrides = nlohmann::json::parse("{" + values + "}");
+  co.tuning_overrides = {{"matvec_native_dot", false}};
+  co.tuning_overrides.update(nlohmann::json::parse("{" + values + "}"));
   return std::make_unique<cl::Context>(co);
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -151,7 +152,8 @@ TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
   for (auto [fusion, norm] : {std::pair{false, false}, {true, true}, {true, false}}) {
     EngineOptions o;
     o.model_path = test::real_model_path();
-    o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}, {"matvec_fusion", fusion}, {"matvec_norm_fusion", norm}};
+    o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", false},
+                          {"matvec_fusion", fusion}, {"matvec_norm_fusion", norm}};
     Engine engine(o);
     engine.prepare(512);
     ASSERT_EQ(engine.context().tuning().matvec_fusion, fusion);
@@ -171,47 +173,75 @@ TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
   }
 }
 
-// The integer decode products (tuning matvec_int8: the input of each product quantized to 8
-// bits per 32-block, as llama.cpp does) against llama.cpp, and against our float decode path,
-// decoding every prompt token one by one so each of the 30 layers' products and the LM head
-// run through matvec_q8. Same bounds against llama.cpp as the float path.
-TEST(ModelReferenceInt8Matvec, DecodeMatchesLlamaCppAndTheFloatPath) {
+// Decoding every prompt token one by one with these tuning values, so each of the 30 layers'
+// products and the LM head run through the decode path they select: the last row's logits.
+std::vector<float> decode_one_by_one(const nlohmann::json& overrides, const std::vector<TokenId>& tokens,
+                                     const std::function<void(Engine&)>& check) {
+  EngineOptions o;
+  o.model_path = test::real_model_path();
+  o.tuning_overrides = overrides;
+  Engine engine(o);
+  engine.prepare(512);
+  check(engine);
+  for (TokenId t : tokens) engine.forward().eval({t});
+  return engine.forward().last_logits();
+}
+
+// A decode path that quantizes the products' input to 8 bits per 32-block (as llama.cpp does)
+// against llama.cpp and against our float decode path: the same bounds against llama.cpp as
+// the float path, the same argmax, and logits that differ from the float path's (else the
+// path did not run).
+void expect_quantized_decode_matches(const nlohmann::json& quantized, const nlohmann::json& floats,
+                                     const std::function<void(Engine&)>& check, const char* name) {
   const auto fixture = test::load_reference_fixture(SmolLM2::kFixture);
-  auto decode_all = [&](bool int8, const std::vector<TokenId>& tokens) {
-    EngineOptions o;
-    o.model_path = test::real_model_path();
-    // Every type the integer path takes (the model's Q4_1 layers and Q8_0 LM head), or none.
-    const std::vector<std::string> types = int8 ? std::vector<std::string>{"Q4_0", "Q4_1", "Q8_0"}
-                                                : std::vector<std::string>{};
-    o.tuning_overrides = {{"matvec_int8", types}};
-    Engine engine(o);
-    engine.prepare(512);
-    EXPECT_EQ(engine.context().tuning().matvec_int8, types);
-    for (TokenId t : tokens) engine.forward().eval({t});
-    return engine.forward().last_logits();
-  };
   for (const auto& p : fixture["prompts"]) {
     SCOPED_TRACE(p["name"].get<std::string>());
     const auto tokens = p["tokens"].get<std::vector<TokenId>>();
-    const auto ints = decode_all(true, tokens), floats = decode_all(false, tokens);
+    const auto ints = decode_one_by_one(quantized, tokens, check);
+    const auto flts = decode_one_by_one(floats, tokens, [](Engine&) {});
     const auto ref = p["last_logits"].get<std::vector<float>>();
     ASSERT_EQ(ints.size(), ref.size());
     double max_ref = 0, sum_ref = 0, max_float = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
       max_ref = std::max(max_ref, std::fabs(double(ints[i]) - ref[i]));
       sum_ref += std::fabs(double(ints[i]) - ref[i]);
-      max_float = std::max(max_float, double(std::fabs(ints[i] - floats[i])));
+      max_float = std::max(max_float, double(std::fabs(ints[i] - flts[i])));
     }
     EXPECT_LE(max_ref, kLastRowMaxAbs);
     EXPECT_LE(sum_ref / ref.size(), kLastRowMeanAbs);
     const auto argmax = [](const std::vector<float>& v) { return std::max_element(v.begin(), v.end()) - v.begin(); };
     EXPECT_EQ(argmax(ints), argmax(ref));
-    // The two paths must differ (the int8 path did run) but by 8-bit input rounding only: the
-    // llama.cpp bound above is the limit, and identical logits would mean no integer product ran.
     EXPECT_GT(max_float, 0.0);
-    std::printf("[%s] int8 decode: vs llama.cpp max |diff| %.4f, mean %.4f; vs float decode max |diff| %.4f\n",
-                p["name"].get<std::string>().c_str(), max_ref, sum_ref / ref.size(), max_float);
+    std::printf("[%s] %s decode: vs llama.cpp max |diff| %.4f, mean %.4f; vs float decode max |diff| %.4f\n",
+                p["name"].get<std::string>().c_str(), name, max_ref, sum_ref / ref.size(), max_float);
   }
+}
+
+// The integer decode products (tuning matvec_int8: matvec_q8.cl for the model's Q4_1 layers
+// and Q8_0 LM head).
+TEST(ModelReferenceInt8Matvec, DecodeMatchesLlamaCppAndTheFloatPath) {
+  const std::vector<std::string> types{"Q4_0", "Q4_1", "Q8_0"};
+  expect_quantized_decode_matches(
+      {{"matvec_int8", types}, {"matvec_native_dot", false}},
+      {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", false}},
+      [&](Engine& e) { EXPECT_EQ(e.context().tuning().matvec_int8, types); }, "int8");
+}
+
+// The products in the CPU's own 8-bit dot (tuning matvec_native_dot: native_dot.cl for the
+// Q4_1 layers, with the norm inside; the Q8_0 LM head stays on the float path), where the
+// device has one.
+TEST(ModelReferenceNativeDot, DecodeMatchesLlamaCppAndTheFloatPath) {
+  {
+    cl::ContextOptions co;
+    co.tuning_overrides = {{"matvec_native_dot", true}};
+    cl::Context probe(co);
+    if (probe.device().native_dot == 0)
+      GTEST_SKIP() << probe.device().name << " has no 8-bit dot instruction that PoCL kernels may use";
+  }
+  expect_quantized_decode_matches(
+      {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", true}},
+      {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", false}},
+      [](Engine& e) { EXPECT_TRUE(e.context().tuning().matvec_native_dot); }, "native dot");
 }
 
 }  // namespace

@@ -1,0 +1,188 @@
+// Decode products in the CPU's own 8-bit dot instruction (needs quant_formats.cl and
+// vector_reduce.cl; matvec.cl calls it under -DNATIVE_DOT). Only for a PoCL device on an x86
+// CPU that has AVX-512 VNNI, which the host checks (runtime/device.cpp): PoCL compiles kernels
+// for its kernel-library variant (`skylake-avx512` lacks VNNI even where the CPU has it), and
+// LLVM turns no portable OpenCL C into `vpdpbusd` (docs/benchmarks.md). So the function that
+// multiplies carries its own target and stays out of line: inlined into PoCL's work-group
+// functions, which lack the feature, the builtin cannot be selected.
+//
+//   NATIVE_DOT=1: AVX-512 VNNI, `vpdpbusd zmm`: 64 products of an unsigned and a signed byte,
+//                 summed in fours into 16 int32 lanes, per instruction.
+//
+// Weights: Q4_0 and Q4_1 rows (scales first, quant_formats.cl) and Q8_0. The work-group first
+// quantizes the input row into local memory as quantize_q8 (matvec_q8.cl) does, per 32-element
+// block b: d = max|x| / 127, q = round_half_even(x / d), s = d * sum(q); then each weight row is
+//   Q4_1:  sum_b dw dx sum(qw qx) + mw sx
+//   Q4_0:  sum_b dw dx sum(qw qx) - 8 dw sx           ((qw - 8) qx with qw the unsigned nibble)
+//   Q8_0:  sum_b dw dx sum((qw + 128) qx) - 128 dw sx  (qw + 128 = qw ^ 0x80, the unsigned operand)
+// Q4 blocks go four at a time, one 512-bit vector of their 64 quant bytes: vpdpbusd's lane k
+// sums 4 bytes, so lanes 4c .. 4c+3 hold block c's partial sums, and the input's block c sits
+// in the same lanes (low nibbles against its elements 0-15, high against 16-31). Q8_0 blocks
+// (34 bytes: a half scale, then 32 quants) go two to a vector, lanes 8c .. 8c+7 for block c.
+// Each block's dw * dx is spread over its lanes and multiplies them in float; the 16 lanes sum
+// at the end.
+#ifdef NATIVE_DOT
+#if NATIVE_DOT != 1
+#error "native_dot.cl: NATIVE_DOT must be 1 (AVX-512 VNNI)"
+#endif
+#if WTYPE != T_Q4_0 && WTYPE != T_Q4_1 && WTYPE != T_Q8_0
+#error "native_dot.cl reads Q4_0, Q4_1 or Q8_0 weights"
+#endif
+#define NATIVE_TARGET __attribute__((noinline, target("avx512vnni,f16c")))
+#define NATIVE_INLINE __attribute__((always_inline, target("avx512vnni,f16c"))) inline
+#define NATIVE_UNIT 4  // blocks per step of a row (a 512-bit vector of Q4 quants, two of Q8_0)
+
+// Blocks past the last whole unit count as zeros: the local buffers hold nb rounded up to 4.
+inline int native_padded_blocks(const int nb) { return (nb + NATIVE_UNIT - 1) / NATIVE_UNIT * NATIVE_UNIT; }
+
+// Block b of the input row (x, or x * nw under NORM; zeros from nb on) into the local buffers:
+// unit u = b / 4 is 128 bytes at xq + 32u ints: for Q4 weights the 4 blocks' elements 0-15,
+// then their 16-31 (block c of the unit at bytes 16c and 64 + 16c); for Q8_0 the blocks whole,
+// in order (block c at bytes 32c). Its d and s go to xd[b], xs[b].
+// Under NORM, also the block's sum of squares of x into ssq[b] (0 past nb; native_sum_squares
+// adds them up after the work-group's barrier).
+inline void native_quantize_block(__global const float* xr, __global const float* nw, const int b, const int nb,
+                                  __local int* xq, __local float* xd, __local float* xs, __local float* ssq) {
+  float16 lo = (float16)(0.0f), hi = (float16)(0.0f);
+#ifdef NORM
+  ssq[b] = 0.0f;
+#endif
+  if (b < nb) {
+    // 8-float pieces through aligned pointers, as matvec.cl's x8 (PoCL splits vload16).
+    __global const float8* x8p = (__global const float8*)(xr + 32 * b);
+    lo = (float16)(x8p[0], x8p[1]);
+    hi = (float16)(x8p[2], x8p[3]);
+#ifdef NORM
+    ssq[b] = sum16(fma(lo, lo, hi * hi));
+    __global const float8* n8p = (__global const float8*)(nw + 32 * b);
+    lo *= (float16)(n8p[0], n8p[1]);
+    hi *= (float16)(n8p[2], n8p[3]);
+#endif
+  }
+  const float amax = max16(fmax(fabs(lo), fabs(hi)));
+  const float d = amax / 127.0f;  // the divisions of quantize_q8 (and of the C++ reference)
+  // |x / d| <= 127 (up to rounding): rint (half to even) and a plain conversion give
+  // convert_char16_sat_rte's bytes in a fraction of its instructions under PoCL.
+  const char16 qlo = d == 0.0f ? (char16)(0) : convert_char16(convert_int16(rint(lo / d)));
+  const char16 qhi = d == 0.0f ? (char16)(0) : convert_char16(convert_int16(rint(hi / d)));
+  const short16 qs = convert_short16(qlo) + convert_short16(qhi);
+  const short8 s8 = qs.lo + qs.hi;
+  const short4 s4 = s8.lo + s8.hi;
+  const int qsum = (s4.x + s4.y) + (s4.z + s4.w);
+  __local char* unit = (__local char*)(xq + 32 * (b / NATIVE_UNIT));
+#if WTYPE == T_Q8_0
+  vstore16(qlo, 0, unit + 32 * (b % NATIVE_UNIT));
+  vstore16(qhi, 0, unit + 32 * (b % NATIVE_UNIT) + 16);
+#else
+  vstore16(qlo, 0, unit + 16 * (b % NATIVE_UNIT));
+  vstore16(qhi, 0, unit + 64 + 16 * (b % NATIVE_UNIT));
+#endif
+  xd[b] = d;
+  xs[b] = d * (float)qsum;
+}
+
+// The row's sum of squares from the blocks' (nb rounded up to 4 of them, the padding 0), as
+// vectors: every work-item adds them, so a scalar chain of nb dependent adds would cost each
+// item more than its share of the quantization.
+inline float native_sum_squares(__local const float* ssq, const int nb) {
+  float16 s16 = (float16)(0.0f);
+  int b = 0;
+  for (; b + 16 <= nb; b += 16) s16 += vload16(0, ssq + b);
+  float4 s4 = (s16.lo.lo + s16.lo.hi) + (s16.hi.lo + s16.hi.hi);
+  for (; b < native_padded_blocks(nb); b += 4) s4 += vload4(0, ssq + b);
+  return (s4.x + s4.y) + (s4.z + s4.w);
+}
+
+#if WTYPE == T_Q8_0
+// Blocks b, b+1 of a Q8_0 row (the second only when `second`; else zeros) as unsigned bytes,
+// against the input's two blocks at x: the 16 int32 lane sums times each block's dw * dx.
+NATIVE_INLINE float16 native_q8_pair_fma(__global const uchar* blk, const bool second, __local const int* x,
+                                         const float dd0, const float dd1, const float16 acc) {
+  const int4 flip = (int4)(0x80808080);
+  __global const uchar* q0 = blk + 2;
+  __global const uchar* q1 = blk + Q8_0_BYTES + 2;
+  const int16 w = (int16)(as_int4(vload16(0, q0)) ^ flip, as_int4(vload16(1, q0)) ^ flip,
+                          second ? as_int4(vload16(0, q1)) ^ flip : (int4)(0),
+                          second ? as_int4(vload16(1, q1)) ^ flip : (int4)(0));
+  const int16 dot = __builtin_ia32_vpdpbusd512((int16)(0), w, *(__local const int16*)x);
+  return fma(convert_float16(dot), (float16)((float8)(dd0), (float8)(dd1)), acc);
+}
+
+// Row w (nb blocks) against the quantized input: the whole dot product.
+NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __local const int* xq,
+                                   __local const float* xd, __local const float* xs) {
+  float16 acc = (float16)(0.0f);
+  float4 accm = (float4)(0.0f);  // -128 dw sx per block lane
+  int b = 0;
+  for (; b + NATIVE_UNIT <= nb; b += NATIVE_UNIT) {
+    __global const uchar* blk = q8_block(w, b);
+    PREFETCH_AHEAD(blk);
+    PREFETCH_AHEAD(blk + 64);
+    PREFETCH_AHEAD(blk + 128);
+    const float4 dw = q8_scales4(blk);
+    accm = fma(-128.0f * dw, vload4(0, xs + b), accm);
+    const float4 dd = dw * vload4(0, xd + b);
+    acc = native_q8_pair_fma(blk, true, xq + 8 * b, dd.s0, dd.s1, acc);
+    acc = native_q8_pair_fma(blk + 2 * Q8_0_BYTES, true, xq + 8 * b + 16, dd.s2, dd.s3, acc);
+  }
+  for (; b < nb; b += 2) {  // the last 1-3 blocks, a pair at a time (the input past nb is zeros)
+    const bool second = b + 1 < nb;
+    const float d0 = f16_at(q8_block(w, b), 0), d1 = second ? f16_at(q8_block(w, b + 1), 0) : 0.0f;
+    acc = native_q8_pair_fma(q8_block(w, b), second, xq + 8 * b, d0 * xd[b], d1 * xd[b + 1], acc);
+    accm.s0 = fma(-128.0f * d0, xs[b], accm.s0);
+    accm.s1 = fma(-128.0f * d1, xs[b + 1], accm.s1);
+  }
+  return sum16(acc) + ((accm.x + accm.y) + (accm.z + accm.w));
+}
+#else
+// One unit: w its 64 quant bytes, x the input unit, dd each block's dw * dx.
+NATIVE_INLINE float16 native_unit_fma(const int16 w, __local const int* x, const float4 dd, const float16 acc) {
+  const int16 m = (int16)(0x0f0f0f0f);
+  __local const int16* x16 = (__local const int16*)x;
+  int16 dot = __builtin_ia32_vpdpbusd512((int16)(0), w & m, x16[0]);
+  dot = __builtin_ia32_vpdpbusd512(dot, (w >> 4) & m, x16[1]);
+  const float16 scale = shuffle(dd, (uint16)(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+  return fma(convert_float16(dot), scale, acc);
+}
+
+// Row w (nb blocks) against the quantized input: the whole dot product.
+NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __local const int* xq,
+                                   __local const float* xd, __local const float* xs) {
+  __global const uchar* quants = q4_quants(w, nb, 0);
+  float16 acc = (float16)(0.0f);
+  float4 accm = (float4)(0.0f);  // mw sx (Q4_0: -8 dw sx) per block lane
+  int b = 0;
+  for (; b + NATIVE_UNIT <= nb; b += NATIVE_UNIT) {
+    PREFETCH_AHEAD(quants + 16 * b);
+    // The scale halves in F16C's vcvtph2ps (the CPU has it wherever it has VNNI).
+#if WTYPE == T_Q4_1
+    const float8 dm = __builtin_ia32_vcvtph2ps256(vload8(0, (__global const short*)q4_scales(w, b)));
+    const float4 dw = dm.even, mw = dm.odd;
+#else
+    const float4 dw = __builtin_ia32_vcvtph2ps(as_short8((int4)(vload2(0, (__global const int*)q4_scales(w, b)), 0, 0)));
+    const float4 mw = -8.0f * dw;
+#endif
+    accm = fma(mw, vload4(0, xs + b), accm);
+    acc = native_unit_fma(vload16(0, (__global const int*)(quants + 16 * b)), xq + 8 * b, dw * vload4(0, xd + b), acc);
+  }
+  if (b < nb) {  // the last 1-3 blocks, the rest of their unit zeros
+    int4 q[NATIVE_UNIT];
+    float dd[NATIVE_UNIT];
+    for (int c = 0; c < NATIVE_UNIT; ++c) {
+      const bool live = b + c < nb;
+      q[c] = live ? vload4(0, (__global const int*)(quants + 16 * (b + c))) : (int4)(0);
+      const float dwc = live ? f16_at(q4_scales(w, b + c), 0) : 0.0f;
+#if WTYPE == T_Q4_1
+      const float mwc = live ? f16_at(q4_scales(w, b + c), 1) : 0.0f;
+#else
+      const float mwc = -8.0f * dwc;
+#endif
+      dd[c] = dwc * xd[b + c];  // xd, xs are 0 past nb
+      accm[c] = fma(mwc, xs[b + c], accm[c]);
+    }
+    acc = native_unit_fma((int16)(q[0], q[1], q[2], q[3]), xq + 8 * b, vload4(0, dd), acc);
+  }
+  return sum16(acc) + ((accm.x + accm.y) + (accm.z + accm.w));
+}
+#endif
+#endif  // NATIVE_DOT
