@@ -8,6 +8,10 @@
 //
 //   NATIVE_DOT=1: AVX-512 VNNI, `vpdpbusd zmm`: 64 products of an unsigned and a signed byte,
 //                 summed in fours into 16 int32 lanes, per instruction.
+//   NATIVE_DOT=2: AVX2, `vpmaddubsw` + `vpmaddwd` on 256-bit halves: the same sums in fours, in
+//                 two steps through 16-bit pairs (llama.cpp's path on CPUs without VNNI). Pairs
+//                 saturate at 2^15: Q4 nibbles (<= 15) never reach it; Q8_0 weights go in as
+//                 |qw| against qx with qw's sign (<= 2 x 128 x 127), not as qw + 128.
 //
 // Weights: Q4_0 and Q4_1 rows (scales first, quant_formats.cl) and Q8_0. The work-group first
 // quantizes the input row into local memory as quantize_q8 (matvec_q8.cl) does, per 32-element
@@ -22,14 +26,53 @@
 // Each block's dw * dx is spread over its lanes and multiplies them in float; the 16 lanes sum
 // at the end.
 #ifdef NATIVE_DOT
-#if NATIVE_DOT != 1
-#error "native_dot.cl: NATIVE_DOT must be 1 (AVX-512 VNNI)"
+#if NATIVE_DOT != 1 && NATIVE_DOT != 2
+#error "native_dot.cl: NATIVE_DOT must be 1 (AVX-512 VNNI) or 2 (AVX2)"
 #endif
 #if WTYPE != T_Q4_0 && WTYPE != T_Q4_1 && WTYPE != T_Q8_0
 #error "native_dot.cl reads Q4_0, Q4_1 or Q8_0 weights"
 #endif
+#if NATIVE_DOT == 1
 #define NATIVE_TARGET __attribute__((noinline, target("avx512vnni,f16c")))
 #define NATIVE_INLINE __attribute__((always_inline, target("avx512vnni,f16c"))) inline
+// acc + the 4-byte dot products of unsigned w and signed x in each int32 lane.
+#define NATIVE_DOT16(acc, w, x) __builtin_ia32_vpdpbusd512((acc), (w), (x))
+#else
+#define NATIVE_TARGET __attribute__((noinline, target("avx2,fma,f16c")))
+#define NATIVE_INLINE __attribute__((always_inline, target("avx2,fma,f16c"))) inline
+typedef char native_v32c __attribute__((__vector_size__(32)));
+typedef short native_v16s __attribute__((__vector_size__(32)));
+typedef int native_v8i __attribute__((__vector_size__(32)));
+// The builtins take GCC-style vectors, which clang does not convert to OpenCL's: the same 32
+// bytes seen as either.
+typedef union {
+  int8 cl;
+  native_v32c c;
+  native_v16s s;
+  native_v8i i;
+} native_ymm;
+NATIVE_INLINE int8 native_dot8(const int8 w, const int8 x) {
+  native_ymm a, b, ones, r;
+  a.cl = w;
+  b.cl = x;
+  ones.cl = (int8)(0x00010001);
+  r.i = __builtin_ia32_pmaddwd256(__builtin_ia32_pmaddubsw256(a.c, b.c), ones.s);
+  return r.cl;
+}
+NATIVE_INLINE int16 native_dot16(const int16 acc, const int16 w, const int16 x) {
+  return acc + (int16)(native_dot8(w.lo, x.lo), native_dot8(w.hi, x.hi));
+}
+#define NATIVE_DOT16(acc, w, x) native_dot16((acc), (w), (x))
+// Q8_0 under AVX2: w's sign applied to x (vpsignb: negated where w < 0, 0 where w is 0); with
+// w for x, |w| (-128 gives 0x80, 128 as the unsigned operand).
+NATIVE_INLINE int8 native_sign8(const int8 x, const int8 w) {
+  native_ymm a, b, r;
+  a.cl = x;
+  b.cl = w;
+  r.c = __builtin_ia32_psignb256(a.c, b.c);
+  return r.cl;
+}
+#endif
 #define NATIVE_UNIT 4  // blocks per step of a row (a 512-bit vector of Q4 quants, two of Q8_0)
 
 // Blocks past the last whole unit count as zeros: the local buffers hold nb rounded up to 4.
@@ -98,21 +141,29 @@ inline float native_sum_squares(__local const float* ssq, const int nb) {
 // against the input's two blocks at x: the 16 int32 lane sums times each block's dw * dx.
 NATIVE_INLINE float16 native_q8_pair_fma(__global const uchar* blk, const bool second, __local const int* x,
                                          const float dd0, const float dd1, const float16 acc) {
-  const int4 flip = (int4)(0x80808080);
   __global const uchar* q0 = blk + 2;
   __global const uchar* q1 = blk + Q8_0_BYTES + 2;
-  const int16 w = (int16)(as_int4(vload16(0, q0)) ^ flip, as_int4(vload16(1, q0)) ^ flip,
-                          second ? as_int4(vload16(0, q1)) ^ flip : (int4)(0),
-                          second ? as_int4(vload16(1, q1)) ^ flip : (int4)(0));
-  const int16 dot = __builtin_ia32_vpdpbusd512((int16)(0), w, *(__local const int16*)x);
+  const int16 w = (int16)(as_int4(vload16(0, q0)), as_int4(vload16(1, q0)),
+                          second ? as_int4(vload16(0, q1)) : (int4)(0), second ? as_int4(vload16(1, q1)) : (int4)(0));
+  const int16 xv = *(__local const int16*)x;
+#if NATIVE_DOT == 1
+  const int16 dot = NATIVE_DOT16((int16)(0), w ^ (int16)(0x80808080), xv);  // qw + 128, unsigned
+#else
+  // |qw| unsigned against qx carrying qw's sign (0 where qw is): the same products, no offset.
+  const int16 wa = (int16)(native_sign8(w.lo, w.lo), native_sign8(w.hi, w.hi));
+  const int16 xs = (int16)(native_sign8(xv.lo, w.lo), native_sign8(xv.hi, w.hi));
+  const int16 dot = NATIVE_DOT16((int16)(0), wa, xs);
+#endif
   return fma(convert_float16(dot), (float16)((float8)(dd0), (float8)(dd1)), acc);
 }
+// The offset native_q8_pair_fma's sums carry per block, in units of dw sx: -128 under VNNI.
+#define NATIVE_Q8_OFFSET (NATIVE_DOT == 1 ? -128.0f : 0.0f)
 
 // Row w (nb blocks) against the quantized input: the whole dot product.
 NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __local const int* xq,
                                    __local const float* xd, __local const float* xs) {
   float16 acc = (float16)(0.0f);
-  float4 accm = (float4)(0.0f);  // -128 dw sx per block lane
+  float4 accm = (float4)(0.0f);  // NATIVE_Q8_OFFSET dw sx per block lane
   int b = 0;
   for (; b + NATIVE_UNIT <= nb; b += NATIVE_UNIT) {
     __global const uchar* blk = q8_block(w, b);
@@ -120,7 +171,7 @@ NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __loca
     PREFETCH_AHEAD(blk + 64);
     PREFETCH_AHEAD(blk + 128);
     const float4 dw = q8_scales4(blk);
-    accm = fma(-128.0f * dw, vload4(0, xs + b), accm);
+    accm = fma(NATIVE_Q8_OFFSET * dw, vload4(0, xs + b), accm);
     const float4 dd = dw * vload4(0, xd + b);
     acc = native_q8_pair_fma(blk, true, xq + 8 * b, dd.s0, dd.s1, acc);
     acc = native_q8_pair_fma(blk + 2 * Q8_0_BYTES, true, xq + 8 * b + 16, dd.s2, dd.s3, acc);
@@ -129,8 +180,8 @@ NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __loca
     const bool second = b + 1 < nb;
     const float d0 = f16_at(q8_block(w, b), 0), d1 = second ? f16_at(q8_block(w, b + 1), 0) : 0.0f;
     acc = native_q8_pair_fma(q8_block(w, b), second, xq + 8 * b, d0 * xd[b], d1 * xd[b + 1], acc);
-    accm.s0 = fma(-128.0f * d0, xs[b], accm.s0);
-    accm.s1 = fma(-128.0f * d1, xs[b + 1], accm.s1);
+    accm.s0 = fma(NATIVE_Q8_OFFSET * d0, xs[b], accm.s0);
+    accm.s1 = fma(NATIVE_Q8_OFFSET * d1, xs[b + 1], accm.s1);
   }
   return sum16(acc) + ((accm.x + accm.y) + (accm.z + accm.w));
 }
@@ -139,8 +190,8 @@ NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __loca
 NATIVE_INLINE float16 native_unit_fma(const int16 w, __local const int* x, const float4 dd, const float16 acc) {
   const int16 m = (int16)(0x0f0f0f0f);
   __local const int16* x16 = (__local const int16*)x;
-  int16 dot = __builtin_ia32_vpdpbusd512((int16)(0), w & m, x16[0]);
-  dot = __builtin_ia32_vpdpbusd512(dot, (w >> 4) & m, x16[1]);
+  int16 dot = NATIVE_DOT16((int16)(0), w & m, x16[0]);
+  dot = NATIVE_DOT16(dot, (w >> 4) & m, x16[1]);
   const float16 scale = shuffle(dd, (uint16)(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
   return fma(convert_float16(dot), scale, acc);
 }
@@ -154,7 +205,7 @@ NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __loca
   int b = 0;
   for (; b + NATIVE_UNIT <= nb; b += NATIVE_UNIT) {
     PREFETCH_AHEAD(quants + 16 * b);
-    // The scale halves in F16C's vcvtph2ps (the CPU has it wherever it has VNNI).
+    // The scale halves in F16C's vcvtph2ps (every CPU with AVX2 has it).
 #if WTYPE == T_Q4_1
     const float8 dm = __builtin_ia32_vcvtph2ps256(vload8(0, (__global const short*)q4_scales(w, b)));
     const float4 dw = dm.even, mw = dm.odd;

@@ -95,6 +95,7 @@ void Engine::open_context() {
   co.device = opts_.device;
   co.device_mem = opts_.device_mem;
   co.tuning_overrides = opts_.tuning_overrides;
+  co.native_dot_form = opts_.native_dot_form;
   ctx_ = std::make_unique<cl::Context>(co);
   if (opts_.kv_type == "auto") kv_half_ = ctx_->device().fp16;
   else if (opts_.kv_type == "f16" || opts_.kv_type == "f32") kv_half_ = opts_.kv_type == "f16";

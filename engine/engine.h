@@ -34,6 +34,7 @@ struct EngineOptions {
   // quantizes them (Forward::set_round_activations), to compare against it; costs precision.
   bool round_activations = false;
   nlohmann::json tuning_overrides = nlohmann::json::object();  // over platforms/tuning.json (infinipot tune)
+  int native_dot_form = -1;  // cl::ContextOptions::native_dot_form (tests run each form)
 };
 
 // Where a prefill stands, reported after each chunk the device has evaluated.

@@ -89,6 +89,10 @@ std::string embedded_text(const std::string& name) {
 }
 
 Context::Context(const ContextOptions& opts) : device_(select_device(opts.device)), use_disk_cache_(opts.use_disk_cache) {
+  if (opts.native_dot_form == 0 || (opts.native_dot_form == 2 && device_.native_dot > 0))
+    device_.native_dot = opts.native_dot_form;
+  else if (opts.native_dot_form != -1 && opts.native_dot_form != 2)
+    throw ClError("ContextOptions::native_dot_form must be -1, 0 or 2, got " + std::to_string(opts.native_dot_form));
   tuning_ = lookup_tuning(device_, opts.tuning_overrides);
   cl_int err = CL_SUCCESS;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(device_.platform), 0};

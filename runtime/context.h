@@ -17,6 +17,10 @@ struct ContextOptions {
   uint64_t device_mem = 0;     // --device-mem; 0 = the device's global memory
   bool use_disk_cache = true;  // compiled programs under $XDG_CACHE_HOME/infinipot/kernels
   nlohmann::json tuning_overrides = nlohmann::json::object();  // applied over platforms/ (infinipot tune)
+  // Which native dot form (DeviceInfo::native_dot) this context uses: -1 the device's own; 0
+  // none; 2 the AVX2 form, where the device has any (every CPU with AVX-512 VNNI has AVX2), so
+  // that form is tested on a VNNI CPU too.
+  int native_dot_form = -1;
 };
 
 class Context {

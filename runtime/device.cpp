@@ -71,8 +71,9 @@ nlohmann::json DeviceInfo::to_json() const {
 static int native_dot_of(const DeviceInfo& d) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   const bool pocl = d.platform_name.find("Portable Computing Language") != std::string::npos;
-  if (pocl && d.type == "cpu" && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw"))
-    return 1;
+  if (!pocl || d.type != "cpu") return 0;
+  if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) return 1;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 2;  // (F16C comes with both)
 #else
   (void)d;
 #endif

@@ -31,10 +31,12 @@ struct DeviceInfo {
   // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: -cl-fp32-correctly-rounded-divide-sqrt is accepted
   // (OpenCL's default float division may be 2.5 ulp off: NVIDIA's is, PoCL's is exact).
   bool exact_divide = false;
-  // The CPU's own 8-bit dot instruction that decode products may use (cl_kernels/native_dot.cl):
-  // 1 = AVX-512 VNNI, for a PoCL CPU device on an x86 host that has it; 0 = none (every other
-  // device: the portable kernels). PoCL's device is the host CPU, so the host's CPUID decides.
+  // The CPU's own 8-bit dot instructions that decode products may use (cl_kernels/native_dot.cl),
+  // for a PoCL CPU device on an x86 host: 1 = AVX-512 VNNI (vpdpbusd), 2 = AVX2 (vpmaddubsw +
+  // vpmaddwd); 0 = none (every other device: the portable kernels). PoCL's device is the host
+  // CPU, so the host's CPUID decides.
   int native_dot = 0;
+  const char* native_dot_name() const { return native_dot == 1 ? "avx512_vnni" : native_dot == 2 ? "avx2" : "none"; }
   std::string extensions;
 
   nlohmann::json to_json() const;

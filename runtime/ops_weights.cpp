@@ -1,5 +1,6 @@
 // Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl (with its
 // decode fusions: norm, GLU, RoPE + KV store), matvec_q8.cl, dequant.cl.
+#include <algorithm>
 #include <string>
 
 #include "model_loader/quant.h"
@@ -35,7 +36,9 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
 
 bool matvec_native(const Context& c, const DeviceWeight& W) {
   const int local = c.tuning().matvec_native_local;
-  return c.device().native_dot > 0 && c.tuning().matvec_native_dot &&
+  const auto& forms = c.tuning().matvec_native_dot;
+  return c.device().native_dot > 0 &&
+         std::find(forms.begin(), forms.end(), c.device().native_dot_name()) != forms.end() &&
          matvec_q8_supports(W.type) && W.cols % 32 == 0 &&
          local >= 1 && size_t(local) <= c.device().max_work_group_size &&
          uint64_t(W.cols / 32 + 4) * 44 <= c.device().local_mem_bytes;  // matvec.cl's local buffers (NATIVE_K)

@@ -70,7 +70,15 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
        j["matvec_prefetch"].get<long long>() > 65536 || j["matvec_prefetch"].get<long long>() % 64 != 0))
     throw ClError("platforms/tuning.json: 'matvec_prefetch' must be 0 (none) or bytes ahead, a multiple of 64 up to "
                   "65536, got " + j["matvec_prefetch"].dump());
-  for (const char* k : {"matvec_fusion", "matvec_norm_fusion", "matvec_native_dot", "attention_vec16"})
+  if (j.contains("matvec_native_dot")) {
+    bool ok = j["matvec_native_dot"].is_array();
+    for (const auto& v : ok ? j["matvec_native_dot"] : nlohmann::json::array())
+      ok = ok && v.is_string() && (v == "avx512_vnni" || v == "avx2");
+    if (!ok)
+      throw ClError("platforms/tuning.json: 'matvec_native_dot' must be a list of native dot forms among "
+                    "\"avx512_vnni\", \"avx2\", got " + j["matvec_native_dot"].dump());
+  }
+  for (const char* k : {"matvec_fusion", "matvec_norm_fusion", "attention_vec16"})
     if (j.contains(k) && !j[k].is_boolean())
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be true or false, got " + j[k].dump());
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
@@ -79,7 +87,7 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   if (j.contains("matvec_int8")) t.matvec_int8 = j["matvec_int8"].get<std::vector<std::string>>();
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.matvec_prefetch = j.value("matvec_prefetch", t.matvec_prefetch);
-  t.matvec_native_dot = j.value("matvec_native_dot", t.matvec_native_dot);
+  if (j.contains("matvec_native_dot")) t.matvec_native_dot = j["matvec_native_dot"].get<std::vector<std::string>>();
   t.matvec_native_local = j.value("matvec_native_local", t.matvec_native_local);
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);

@@ -44,10 +44,11 @@ struct Tuning {
   // Decode products prefetch their weights this many bytes ahead of what they read (matvec.cl,
   // __builtin_prefetch; 0: none, for devices whose compiler lacks it or gains nothing).
   int matvec_prefetch = 0;
-  // Decode products of Q4_0 / Q4_1 weights in the CPU's own 8-bit dot instruction
-  // (cl_kernels/native_dot.cl), where the device has one (DeviceInfo::native_dot; else ignored),
-  // in work-groups of matvec_native_local items, each group quantizing the input row once.
-  bool matvec_native_dot = false;
+  // The forms of the CPU's own 8-bit dot ("avx512_vnni", "avx2": DeviceInfo::native_dot) in
+  // which decode products of Q4_0, Q4_1 and Q8_0 weights may run (cl_kernels/native_dot.cl)
+  // when the device has that form; in work-groups of matvec_native_local items, each group
+  // quantizing the input row once.
+  std::vector<std::string> matvec_native_dot;
   int matvec_native_local = 0;
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 

@@ -97,8 +97,9 @@ std::vector<nlohmann::json> candidates(const std::string& key) {
   if (key == "attention_decode_split") return {1, 8, 32, 64};
   if (key == "attention_vec16_rows") return {4, 8, 16};
   if (key == "matvec_prefetch") return {0, 1024, 4096};
-  if (key == "matvec_fusion" || key == "matvec_norm_fusion" || key == "matvec_native_dot" || key == "attention_vec16")
-    return {false, true};
+  if (key == "matvec_fusion" || key == "matvec_norm_fusion" || key == "attention_vec16") return {false, true};
+  if (key == "matvec_native_dot")
+    return {nlohmann::json::array(), {"avx512_vnni"}, {"avx512_vnni", "avx2"}};
   if (key == "matvec_native_local") return {8, 16, 32, 64};
   if (key == "matvec_int8")
     return {nlohmann::json::array(), {"Q4_0", "Q4_1"}, {"Q4_0", "Q4_1", "Q8_0"}};

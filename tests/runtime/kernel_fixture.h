@@ -31,7 +31,7 @@ inline cl::Context& shared_context() {
   static std::unique_ptr<cl::Context> ctx;
   if (!ctx) {
     cl::ContextOptions co;
-    co.tuning_overrides = {{"matvec_native_dot", false}};
+    co.tuning_overrides = {{"matvec_native_dot", nlohmann::json::array()}};
     ctx = std::make_unique<cl::Context>(co);
   }
   return *ctx;
@@ -50,7 +50,7 @@ inline std::unique_ptr<cl::Context> context_with_work_groups(int local) {
 // stay on the float path (as in shared_context) unless the values name matvec_native_dot.
 inline std::unique_ptr<cl::Context> context_with_tuning(const std::string& values) {
   cl::ContextOptions co;
-  co.tuning_overrides = {{"matvec_native_dot", false}};
+  co.tuning_overrides = {{"matvec_native_dot", nlohmann::json::array()}};
   co.tuning_overrides.update(nlohmann::json::parse("{" + values + "}"));
   return std::make_unique<cl::Context>(co);
 }

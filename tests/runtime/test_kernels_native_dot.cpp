@@ -3,13 +3,16 @@
 // inside, the GLU, RoPE + KV store) for Q4_0, Q4_1 and Q8_0 weights, against ref::quantize_q8 +
 // ref::matvec_q8 (the same 8-bit input and integer sums, so a float-rounding bound) and against
 // the float product of the unquantized input (bounded by what 8-bit rounding can move).
-// These run only on a device that has such an instruction (DeviceInfo::native_dot: a PoCL
-// device on an x86 CPU with AVX-512 VNNI); elsewhere the path does not exist (matvec_native is
-// false, asserted below) and the tests say so and skip.
+// Each runs in the device's own form and in the AVX2 form (vpmaddubsw + vpmaddwd; on a CPU with
+// AVX-512 VNNI the own form is vpdpbusd, and the AVX2 one runs too). These run only on a device
+// that has such instructions (DeviceInfo::native_dot: a PoCL device on an x86 CPU with AVX2);
+// elsewhere the path does not exist (matvec_native is false, asserted below) and the tests say
+// so and skip.
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 #include <gtest/gtest.h>
 
@@ -40,22 +43,27 @@ std::vector<float> test_input(int n_rows, int k, uint32_t seed) {
   return x;
 }
 
-class NativeDot : public ::testing::TestWithParam<TensorType> {
+// (weight type, ContextOptions::native_dot_form: -1 the device's own, 2 AVX2)
+class NativeDot : public ::testing::TestWithParam<std::tuple<TensorType, int>> {
  protected:
   void SetUp() override {
     try {
-      ctx_ = testing_support::context_with_tuning("\"matvec_native_dot\": true");
+      cl::ContextOptions co;
+      co.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni", "avx2"}}};
+      co.native_dot_form = std::get<1>(GetParam());
+      ctx_ = std::make_unique<cl::Context>(co);
     } catch (const std::exception& e) {
       FAIL() << "cannot create an OpenCL context; the kernel tests need a device: " << e.what();
     }
     if (ctx_->device().native_dot == 0) {
-      auto W = testing_support::make_weight(*ctx_, GetParam(), 4, 64, 1);
+      auto W = testing_support::make_weight(*ctx_, type(), 4, 64, 1);
       ASSERT_FALSE(ops::matvec_native(*ctx_, W.dev)) << "no native dot on this device, yet the products would take it";
       GTEST_SKIP() << ctx_->device().name << " has no 8-bit dot instruction that PoCL kernels may use "
                    << "(AVX-512 VNNI under PoCL on x86): the decode products stay on the float path here";
     }
   }
   cl::Context& ctx() { return *ctx_; }
+  TensorType type() const { return std::get<0>(GetParam()); }
   template <typename T>
   cl::Buffer upload(const std::vector<T>& v) { return testing_support::upload(ctx(), v); }
   std::vector<float> download(const cl::Buffer& b, size_t n) { return testing_support::download(ctx(), b, n); }
@@ -93,7 +101,7 @@ void add_split_magnitude(const testing_support::TestWeight& W, const std::vector
 }
 
 TEST_P(NativeDot, MatvecMatchesIntegerReference) {
-  const TensorType t = GetParam();
+  const TensorType t = type();
   for (int k : kWidths) {
     const int rows = 301;  // not a multiple of the 128 rows of a work-group, nor of the 4 of an item
     auto W = testing_support::make_weight(ctx(), t, rows, k, 200 + k);
@@ -127,7 +135,7 @@ TEST_P(NativeDot, MatvecMatchesIntegerReference) {
 // Against the float product of the unquantized input: x - q*d is at most d/2 per element, so
 // |got - want| <= sum_k |W[o][k]| d_block(k) (0.5 + 1e-5), plus the float dot bound.
 TEST_P(NativeDot, MatvecMatchesFloatReferenceWithinInputRounding) {
-  const TensorType t = GetParam();
+  const TensorType t = type();
   for (int k : kWidths) {
     const int rows = 37, n_rows = 3;
     auto W = testing_support::make_weight(ctx(), t, rows, k, 500 + k);
@@ -157,7 +165,7 @@ TEST_P(NativeDot, MatvecMatchesFloatReferenceWithinInputRounding) {
 // The norm inside: the work-group quantizes x * nw and scales the sums by 1 / rms(x). Reference:
 // ref::quantize_q8 of the float products x * nw, the integer product, times 1 / rms in double.
 TEST_P(NativeDot, MatvecNormMatchesIntegerReference) {
-  const TensorType t = GetParam();
+  const TensorType t = type();
   const float eps = 1e-5f;
   for (int k : kWidths) {
     const int rows = 133;
@@ -199,7 +207,7 @@ TEST_P(NativeDot, MatvecNormMatchesIntegerReference) {
 // quantized input, same function per row): against the plain native product's outputs put
 // through ref::swiglu and ref::rope_store_kv.
 TEST_P(NativeDot, FusedEpiloguesMatchThePlainProduct) {
-  const TensorType t = GetParam();
+  const TensorType t = type();
   const int k = 576, n_rows = 2;
   const std::vector<float> x = test_input(n_rows, k, 1000);
   auto d_x = upload(x);
@@ -246,16 +254,19 @@ TEST_P(NativeDot, FusedEpiloguesMatchThePlainProduct) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(IntegerTypes, NativeDot, ::testing::Values(TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0),
-                         [](const ::testing::TestParamInfo<TensorType>& info) {
-                           return std::string(quant::traits(info.param).name);
+INSTANTIATE_TEST_SUITE_P(IntegerTypes, NativeDot,
+                         ::testing::Combine(::testing::Values(TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0),
+                                            ::testing::Values(-1, 2)),
+                         [](const ::testing::TestParamInfo<std::tuple<TensorType, int>>& info) {
+                           return std::string(quant::traits(std::get<0>(info.param)).name) +
+                                  (std::get<1>(info.param) == 2 ? "_avx2" : "_own");
                          });
 
 // What never takes the native dot: other weight types, widths that are not whole blocks, and
 // any device when the tuning turns it off.
 TEST(NativeDotChoice, OnlyQ4AndQ8WeightsOfWholeBlocksWhenTheTuningSaysSo) {
-  auto on = testing_support::context_with_tuning("\"matvec_native_dot\": true");
-  auto off = testing_support::context_with_tuning("\"matvec_native_dot\": false");
+  auto on = testing_support::context_with_tuning("\"matvec_native_dot\": [\"avx512_vnni\", \"avx2\"]");
+  auto off = testing_support::context_with_tuning("\"matvec_native_dot\": []");
   const bool has = on->device().native_dot > 0;
   for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q6_K, TensorType::F32}) {
     auto W = testing_support::make_weight(*on, t, 8, 256, 1100);
@@ -266,6 +277,16 @@ TEST(NativeDotChoice, OnlyQ4AndQ8WeightsOfWholeBlocksWhenTheTuningSaysSo) {
   }
   auto F = testing_support::make_weight(*on, TensorType::F32, 8, 40, 1101);  // K not whole blocks
   EXPECT_FALSE(ops::matvec_native(*on, F.dev));
+  // A form the tuning does not list stays off: PoCL's default lists AVX-512 VNNI only.
+  cl::ContextOptions avx2;
+  avx2.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni"}}};
+  avx2.native_dot_form = 2;
+  cl::Context c2(avx2);
+  auto W3 = testing_support::make_weight(c2, TensorType::Q4_1, 8, 256, 1102);
+  EXPECT_FALSE(ops::matvec_native(c2, W3.dev)) << c2.device().native_dot_name();
+  // The key is a list of form names.
+  EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_dot\": true"), cl::ClError);
+  EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_dot\": [\"vnni\"]"), cl::ClError);
 }
 
 }  // namespace

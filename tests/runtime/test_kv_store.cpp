@@ -27,7 +27,7 @@ Engine& engine(const std::string& kv_type) {
     o.kv_type = kv_type;
     // The float decode path: these tests bound what re-rotation moves (fp32 rounding), which an
     // 8-bit input to the products (the native dot) would amplify into whole quantization steps.
-    o.tuning_overrides = {{"matvec_native_dot", false}};
+    o.tuning_overrides = {{"matvec_native_dot", nlohmann::json::array()}};
     e = new Engine(o);
     e->prepare(256);
   }

@@ -152,7 +152,7 @@ TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
   for (auto [fusion, norm] : {std::pair{false, false}, {true, true}, {true, false}}) {
     EngineOptions o;
     o.model_path = test::real_model_path();
-    o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", false},
+    o.tuning_overrides = {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", nlohmann::json::array()},
                           {"matvec_fusion", fusion}, {"matvec_norm_fusion", norm}};
     Engine engine(o);
     engine.prepare(512);
@@ -173,13 +173,15 @@ TEST_F(ModelReference, DecodeOneByOneEqualsChunkedPrefill) {
   }
 }
 
-// Decoding every prompt token one by one with these tuning values, so each of the 30 layers'
-// products and the LM head run through the decode path they select: the last row's logits.
+// Decoding every prompt token one by one with these tuning values (and native dot form), so
+// each of the 30 layers' products and the LM head run through the decode path they select: the
+// last row's logits.
 std::vector<float> decode_one_by_one(const nlohmann::json& overrides, const std::vector<TokenId>& tokens,
-                                     const std::function<void(Engine&)>& check) {
+                                     const std::function<void(Engine&)>& check, int native_dot_form = -1) {
   EngineOptions o;
   o.model_path = test::real_model_path();
   o.tuning_overrides = overrides;
+  o.native_dot_form = native_dot_form;
   Engine engine(o);
   engine.prepare(512);
   check(engine);
@@ -192,12 +194,13 @@ std::vector<float> decode_one_by_one(const nlohmann::json& overrides, const std:
 // the float path, the same argmax, and logits that differ from the float path's (else the
 // path did not run).
 void expect_quantized_decode_matches(const nlohmann::json& quantized, const nlohmann::json& floats,
-                                     const std::function<void(Engine&)>& check, const char* name) {
+                                     const std::function<void(Engine&)>& check, const char* name,
+                                     int native_dot_form = -1) {
   const auto fixture = test::load_reference_fixture(SmolLM2::kFixture);
   for (const auto& p : fixture["prompts"]) {
     SCOPED_TRACE(p["name"].get<std::string>());
     const auto tokens = p["tokens"].get<std::vector<TokenId>>();
-    const auto ints = decode_one_by_one(quantized, tokens, check);
+    const auto ints = decode_one_by_one(quantized, tokens, check, native_dot_form);
     const auto flts = decode_one_by_one(floats, tokens, [](Engine&) {});
     const auto ref = p["last_logits"].get<std::vector<float>>();
     ASSERT_EQ(ints.size(), ref.size());
@@ -222,26 +225,33 @@ void expect_quantized_decode_matches(const nlohmann::json& quantized, const nloh
 TEST(ModelReferenceInt8Matvec, DecodeMatchesLlamaCppAndTheFloatPath) {
   const std::vector<std::string> types{"Q4_0", "Q4_1", "Q8_0"};
   expect_quantized_decode_matches(
-      {{"matvec_int8", types}, {"matvec_native_dot", false}},
-      {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", false}},
+      {{"matvec_int8", types}, {"matvec_native_dot", nlohmann::json::array()}},
+      {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", nlohmann::json::array()}},
       [&](Engine& e) { EXPECT_EQ(e.context().tuning().matvec_int8, types); }, "int8");
 }
 
 // The products in the CPU's own 8-bit dot (tuning matvec_native_dot: native_dot.cl for the
-// Q4_1 layers, with the norm inside; the Q8_0 LM head stays on the float path), where the
-// device has one.
+// Q4_1 layers, with the norm inside, and the Q8_0 LM head), where the device has one: in its own
+// form and in the AVX2 form (on a VNNI CPU these differ).
 TEST(ModelReferenceNativeDot, DecodeMatchesLlamaCppAndTheFloatPath) {
   {
     cl::ContextOptions co;
-    co.tuning_overrides = {{"matvec_native_dot", true}};
+    co.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni", "avx2"}}};
     cl::Context probe(co);
     if (probe.device().native_dot == 0)
       GTEST_SKIP() << probe.device().name << " has no 8-bit dot instruction that PoCL kernels may use";
   }
-  expect_quantized_decode_matches(
-      {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", true}},
-      {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", false}},
-      [](Engine& e) { EXPECT_TRUE(e.context().tuning().matvec_native_dot); }, "native dot");
+  for (int form : {-1, 2}) {
+    SCOPED_TRACE(form == 2 ? "AVX2 form" : "the device's own form");
+    expect_quantized_decode_matches(
+        {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", {"avx512_vnni", "avx2"}}},
+        {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", nlohmann::json::array()}},
+        [form](Engine& e) {
+          EXPECT_GT(e.context().device().native_dot, 0);
+          if (form == 2) EXPECT_EQ(e.context().device().native_dot, 2);
+        },
+        form == 2 ? "native dot (AVX2)" : "native dot", form);
+  }
 }
 
 }  // namespace
