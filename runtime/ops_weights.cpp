@@ -37,9 +37,11 @@ void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buff
 bool matvec_native(const Context& c, const DeviceWeight& W) {
   const int local = c.tuning().matvec_native_local;
   const auto& forms = c.tuning().matvec_native_dot;
+  const auto& types = c.tuning().matvec_native_types;
   return c.device().native_dot > 0 &&
          std::find(forms.begin(), forms.end(), c.device().native_dot_name()) != forms.end() &&
-         matvec_q8_supports(W.type) && W.cols % 32 == 0 &&
+         matvec_q8_supports(W.type) && std::find(types.begin(), types.end(), quant::traits(W.type).name) != types.end() &&
+         W.cols % 32 == 0 &&
          local >= 1 && size_t(local) <= c.device().max_work_group_size &&
          uint64_t(W.cols / 32 + 4) * 44 <= c.device().local_mem_bytes;  // matvec.cl's local buffers (NATIVE_K)
 }

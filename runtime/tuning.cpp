@@ -57,14 +57,15 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
                     j[k].dump());
-  if (j.contains("matvec_int8")) {
-    bool ok = j["matvec_int8"].is_array();
-    for (const auto& v : ok ? j["matvec_int8"] : nlohmann::json::array())
-      ok = ok && v.is_string() && (v == "Q4_0" || v == "Q4_1" || v == "Q8_0");
-    if (!ok)
-      throw ClError("platforms/tuning.json: 'matvec_int8' must be a list of weight types among \"Q4_0\", \"Q4_1\", "
-                    "\"Q8_0\", got " + j["matvec_int8"].dump());
-  }
+  for (const char* k : {"matvec_int8", "matvec_native_types"})
+    if (j.contains(k)) {
+      bool ok = j[k].is_array();
+      for (const auto& v : ok ? j[k] : nlohmann::json::array())
+        ok = ok && v.is_string() && (v == "Q4_0" || v == "Q4_1" || v == "Q8_0");
+      if (!ok)
+        throw ClError(std::string("platforms/tuning.json: '") + k +
+                      "' must be a list of weight types among \"Q4_0\", \"Q4_1\", \"Q8_0\", got " + j[k].dump());
+    }
   if (j.contains("matvec_prefetch") &&
       (!j["matvec_prefetch"].is_number_integer() || j["matvec_prefetch"].get<long long>() < 0 ||
        j["matvec_prefetch"].get<long long>() > 65536 || j["matvec_prefetch"].get<long long>() % 64 != 0))
@@ -88,6 +89,8 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   t.matvec_local = j.value("matvec_local", t.matvec_local);
   t.matvec_prefetch = j.value("matvec_prefetch", t.matvec_prefetch);
   if (j.contains("matvec_native_dot")) t.matvec_native_dot = j["matvec_native_dot"].get<std::vector<std::string>>();
+  if (j.contains("matvec_native_types"))
+    t.matvec_native_types = j["matvec_native_types"].get<std::vector<std::string>>();
   t.matvec_native_local = j.value("matvec_native_local", t.matvec_native_local);
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
@@ -100,17 +103,18 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
 
 }  // namespace
 
-const char* const kTuningKeys[16] = {"gemm_backend",         "gemm_tile_rows",     "prefill_chunk",
+const char* const kTuningKeys[17] = {"gemm_backend",         "gemm_tile_rows",     "prefill_chunk",
                                      "attention_vec16",      "attention_vec16_rows", "attention_tile_rows",
                                      "attention_key_tile",   "attention_decode_split", "matvec_int8",
                                      "matvec_fusion",        "matvec_norm_fusion", "matvec_local",
-                                     "matvec_prefetch",      "matvec_native_dot",  "matvec_native_local",
-                                     "norm_local"};
+                                     "matvec_prefetch",      "matvec_native_dot",  "matvec_native_types",
+                                     "matvec_native_local",  "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
           {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_norm_fusion", matvec_norm_fusion}, {"matvec_local", matvec_local}, {"matvec_prefetch", matvec_prefetch},
-          {"matvec_native_dot", matvec_native_dot}, {"matvec_native_local", matvec_native_local}, {"norm_local", norm_local},
+          {"matvec_native_dot", matvec_native_dot}, {"matvec_native_types", matvec_native_types},
+          {"matvec_native_local", matvec_native_local}, {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"attention_vec16", attention_vec16},
           {"attention_vec16_rows", attention_vec16_rows > 0 ? nlohmann::json(attention_vec16_rows) : nlohmann::json("auto")},
           {"attention_decode_split", attention_decode_split},

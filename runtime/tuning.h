@@ -49,6 +49,8 @@ struct Tuning {
   // when the device has that form; in work-groups of matvec_native_local items, each group
   // quantizing the input row once.
   std::vector<std::string> matvec_native_dot;
+  // The weight types ("Q4_0", "Q4_1", "Q8_0") whose decode products take that native dot.
+  std::vector<std::string> matvec_native_types;
   int matvec_native_local = 0;
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
@@ -56,7 +58,7 @@ struct Tuning {
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[16];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[17];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

@@ -81,7 +81,8 @@ Timing measure(const TuneOpts& o, const nlohmann::json& overrides) {
 // What a key's value is judged by.
 double score(const std::string& key, const Timing& t) {
   if (key == "matvec_local" || key == "matvec_int8" || key == "matvec_fusion" || key == "matvec_norm_fusion" ||
-      key == "matvec_prefetch" || key == "matvec_native_dot" || key == "matvec_native_local" ||
+      key == "matvec_prefetch" || key == "matvec_native_dot" || key == "matvec_native_types" ||
+      key == "matvec_native_local" ||
       key == "attention_decode_split")
     return t.decode_s;
   if (key == "norm_local") return t.prefill_s + t.decode_s;
@@ -101,7 +102,7 @@ std::vector<nlohmann::json> candidates(const std::string& key) {
   if (key == "matvec_native_dot")
     return {nlohmann::json::array(), {"avx512_vnni"}, {"avx512_vnni", "avx2"}};
   if (key == "matvec_native_local") return {8, 16, 32, 64};
-  if (key == "matvec_int8")
+  if (key == "matvec_int8" || key == "matvec_native_types")
     return {nlohmann::json::array(), {"Q4_0", "Q4_1"}, {"Q4_0", "Q4_1", "Q8_0"}};
   return {1, 4, 16, 32, 64, 128, 256};  // work-group sizes
 }

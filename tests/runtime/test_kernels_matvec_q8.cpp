@@ -148,18 +148,7 @@ TEST_P(MatvecQ8Types, MatchesFloatReferenceWithinInputRounding) {
 
     std::vector<float> expect(size_t(n_rows) * rows);
     ref::matvec(W.dequant.data(), rows, k, x.data(), n_rows, expect.data(), rows, false);
-    const std::vector<ref::Q8Block> xq = ref::quantize_q8(x.data(), n_rows, k);
-    std::vector<double> bound(expect.size());
-    for (int r = 0; r < n_rows; ++r)
-      for (int o = 0; o < rows; ++o) {
-        double rounding = 0, dot_mag = 0;
-        for (int j = 0; j < k; ++j) {
-          const double w = std::fabs(W.dequant[size_t(o) * k + j]);
-          rounding += w * xq[size_t(r) * (k / 32) + j / 32].d;
-          dot_mag += w * std::fabs(x[size_t(r) * k + j]);
-        }
-        bound[size_t(r) * rows + o] = (0.5 + 1e-5) * rounding + 2.4e-7 * std::sqrt(double(k)) * dot_mag;
-      }
+    const std::vector<double> bound = ref::q8_input_rounding_bound(W.dequant.data(), rows, k, x.data(), n_rows, 2.4e-7);
     EXPECT_TRUE(all_close(std::string("quantize_q8 + matvec_q8 vs float ") + quant::traits(t).name + " K=" +
                               std::to_string(k),
                           download_all(d_y), expect, [&](size_t i) { return bound[i]; }));

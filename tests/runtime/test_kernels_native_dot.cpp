@@ -49,7 +49,8 @@ class NativeDot : public ::testing::TestWithParam<std::tuple<TensorType, int>> {
   void SetUp() override {
     try {
       cl::ContextOptions co;
-      co.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni", "avx2"}}};
+      co.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni", "avx2"}},
+                             {"matvec_native_types", {"Q4_0", "Q4_1", "Q8_0"}}};
       co.native_dot_form = std::get<1>(GetParam());
       ctx_ = std::make_unique<cl::Context>(co);
     } catch (const std::exception& e) {
@@ -132,8 +133,8 @@ TEST_P(NativeDot, MatvecMatchesIntegerReference) {
   }
 }
 
-// Against the float product of the unquantized input: x - q*d is at most d/2 per element, so
-// |got - want| <= sum_k |W[o][k]| d_block(k) (0.5 + 1e-5), plus the float dot bound.
+// Against the float product of the unquantized input, within what 8-bit input rounding can
+// move it (ref::q8_input_rounding_bound).
 TEST_P(NativeDot, MatvecMatchesFloatReferenceWithinInputRounding) {
   const TensorType t = type();
   for (int k : kWidths) {
@@ -145,18 +146,7 @@ TEST_P(NativeDot, MatvecMatchesFloatReferenceWithinInputRounding) {
     ops::matvec(ctx(), W.dev, d_x, n_rows, d_y, rows, false);
     std::vector<float> expect(size_t(n_rows) * rows);
     ref::matvec(W.dequant.data(), rows, k, x.data(), n_rows, expect.data(), rows, false);
-    const std::vector<ref::Q8Block> xq = ref::quantize_q8(x.data(), n_rows, k);
-    std::vector<double> bound(expect.size());
-    for (int r = 0; r < n_rows; ++r)
-      for (int o = 0; o < rows; ++o) {
-        double rounding = 0, dot_mag = 0;
-        for (int j = 0; j < k; ++j) {
-          const double w = std::fabs(W.dequant[size_t(o) * k + j]);
-          rounding += w * xq[size_t(r) * (k / 32) + j / 32].d;
-          dot_mag += w * std::fabs(x[size_t(r) * k + j]);
-        }
-        bound[size_t(r) * rows + o] = (0.5 + 1e-5) * rounding + 4.8e-7 * std::sqrt(double(k)) * dot_mag;
-      }
+    const std::vector<double> bound = ref::q8_input_rounding_bound(W.dequant.data(), rows, k, x.data(), n_rows, 4.8e-7);
     EXPECT_TRUE(all_close(std::string("native matvec vs float ") + quant::traits(t).name + " K=" + std::to_string(k),
                           download(d_y, expect.size()), expect, [&](size_t i) { return bound[i]; }));
   }
@@ -265,7 +255,8 @@ INSTANTIATE_TEST_SUITE_P(IntegerTypes, NativeDot,
 // What never takes the native dot: other weight types, widths that are not whole blocks, and
 // any device when the tuning turns it off.
 TEST(NativeDotChoice, OnlyQ4AndQ8WeightsOfWholeBlocksWhenTheTuningSaysSo) {
-  auto on = testing_support::context_with_tuning("\"matvec_native_dot\": [\"avx512_vnni\", \"avx2\"]");
+  auto on = testing_support::context_with_tuning(
+      "\"matvec_native_dot\": [\"avx512_vnni\", \"avx2\"], \"matvec_native_types\": [\"Q4_0\", \"Q4_1\", \"Q8_0\"]");
   auto off = testing_support::context_with_tuning("\"matvec_native_dot\": []");
   const bool has = on->device().native_dot > 0;
   for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q8_0, TensorType::Q6_K, TensorType::F32}) {
@@ -284,9 +275,17 @@ TEST(NativeDotChoice, OnlyQ4AndQ8WeightsOfWholeBlocksWhenTheTuningSaysSo) {
   cl::Context c2(avx2);
   auto W3 = testing_support::make_weight(c2, TensorType::Q4_1, 8, 256, 1102);
   EXPECT_FALSE(ops::matvec_native(c2, W3.dev)) << c2.device().native_dot_name();
-  // The key is a list of form names.
+  // A type the tuning does not list stays off (PoCL's default: Q4_0 and Q4_1, not Q8_0).
+  auto q4only = testing_support::context_with_tuning(
+      "\"matvec_native_dot\": [\"avx512_vnni\", \"avx2\"], \"matvec_native_types\": [\"Q4_0\", \"Q4_1\"]");
+  auto W8 = testing_support::make_weight(*q4only, TensorType::Q8_0, 8, 256, 1103);
+  auto W4 = testing_support::make_weight(*q4only, TensorType::Q4_0, 8, 256, 1104);
+  EXPECT_FALSE(ops::matvec_native(*q4only, W8.dev));
+  EXPECT_EQ(ops::matvec_native(*q4only, W4.dev), has);
+  // The keys are lists of form names and of weight types.
   EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_dot\": true"), cl::ClError);
   EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_dot\": [\"vnni\"]"), cl::ClError);
+  EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_types\": [\"Q6_K\"]"), cl::ClError);
 }
 
 }  // namespace

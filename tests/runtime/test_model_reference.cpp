@@ -244,7 +244,9 @@ TEST(ModelReferenceNativeDot, DecodeMatchesLlamaCppAndTheFloatPath) {
   for (int form : {-1, 2}) {
     SCOPED_TRACE(form == 2 ? "AVX2 form" : "the device's own form");
     expect_quantized_decode_matches(
-        {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", {"avx512_vnni", "avx2"}}},
+        {{"matvec_int8", nlohmann::json::array()},
+         {"matvec_native_dot", {"avx512_vnni", "avx2"}},
+         {"matvec_native_types", {"Q4_0", "Q4_1", "Q8_0"}}},
         {{"matvec_int8", nlohmann::json::array()}, {"matvec_native_dot", nlohmann::json::array()}},
         [form](Engine& e) {
           EXPECT_GT(e.context().device().native_dot, 0);

@@ -125,6 +125,23 @@ void matvec_q8(TensorType t, const void* W, int rows, int cols, const Q8Block* x
     }
 }
 
+std::vector<double> q8_input_rounding_bound(const float* W, int rows, int cols, const float* x, int n_rows,
+                                            double dot_ulp) {
+  const std::vector<Q8Block> xq = quantize_q8(x, n_rows, cols);
+  std::vector<double> bound(size_t(n_rows) * rows);
+  for (int r = 0; r < n_rows; ++r)
+    for (int o = 0; o < rows; ++o) {
+      double rounding = 0, dot_mag = 0;
+      for (int j = 0; j < cols; ++j) {
+        const double w = std::fabs(W[size_t(o) * cols + j]);
+        rounding += w * xq[size_t(r) * (cols / 32) + j / 32].d;
+        dot_mag += w * std::fabs(x[size_t(r) * cols + j]);
+      }
+      bound[size_t(r) * rows + o] = (0.5 + 1e-5) * rounding + dot_ulp * std::sqrt(double(cols)) * dot_mag;
+    }
+  return bound;
+}
+
 std::vector<float> to_panels(const float* W, int rows, int cols) {
   std::vector<float> Bp(round_up(rows, 16) * cols, 0.0f);
   for (int o = 0; o < rows; ++o)

@@ -58,6 +58,14 @@ std::vector<Q8Block> quantize_q8(const float* x, int n_rows, int k);
 void matvec_q8(TensorType t, const void* W, int rows, int cols, const Q8Block* xq, int n_rows, float* y, int ldy,
                bool accumulate, std::vector<double>* mag = nullptr);
 
+// How far a product of the 8-bit input (quantize_q8 of x) may be from the float product
+// W x, per output [n_rows][rows]: x - q d is at most d/2 per element (plus the rounding of
+// x / d, < 127 * 2^-24 d), so |W xq - W x| <= sum_k |W[o][k]| d_block(k) (0.5 + 1e-5); plus
+// dot_ulp * sqrt(cols) * sum_k |W[o][k] x[k]| for the float evaluation. The worst case:
+// typical errors are ~1/sqrt(32) of it, a wrong weight or block far above it.
+std::vector<double> q8_input_rounding_bound(const float* W, int rows, int cols, const float* x, int n_rows,
+                                            double dot_ulp);
+
 // ---- layers (norm.cl, rope.cl, elementwise.cl) ------------------------------------------
 
 // out[r][i] = x[r][i] / sqrt(mean_i x[r][i]^2 + eps) * w[i]      x, out: [n_rows][n]
