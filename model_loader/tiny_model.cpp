@@ -138,6 +138,8 @@ GgufWriter tiny_llama_writer(const TinyLlamaOptions& o) {
   const int64_t embd = o.n_embd, ff = o.n_ff;
   const int64_t kv_dim = int64_t{o.n_head_kv} * (o.n_embd / o.n_head);
   auto matrix = [&](const std::string& name, TensorType type, int64_t cols, int64_t rows, float stddev) {
+    const auto over = o.tensor_types.find(name);
+    if (over != o.tensor_types.end()) type = over->second;
     w.add_tensor_f32(name, type, {cols, rows}, random_values(o.seed, name, cols * rows, 0.f, stddev));
   };
   auto norm = [&](const std::string& name, int64_t n = 0) {

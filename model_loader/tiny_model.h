@@ -4,6 +4,7 @@
 // sample, ChatML special tokens and a SmolLM2-style chat template.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct TinyLlamaOptions {
   gguf::TensorType matrix_type = gguf::TensorType::F32;  // attention and FFN matrices
   gguf::TensorType embd_type = gguf::TensorType::F32;    // token_embd.weight
   gguf::TensorType output_type = gguf::TensorType::F32;  // output.weight (untied only)
+  // Per-tensor storage types over the above, by GGUF name ("blk.0.attn_v.weight"): layers
+  // whose encodings differ, as in Q4_K_M files (the loader then fuses q|k|v or gate|up only
+  // in the layers where they match). Row lengths must suit the type as above.
+  std::map<std::string, gguf::TensorType> tensor_types;
   bool tied_embeddings = true;  // false: write a separate output.weight
   bool with_tokenizer = true;   // false: no tokenizer.* metadata; n_vocab must then be set
   int n_merges = 300;           // BPE merges to learn (fewer if the sample runs out of pairs)

@@ -6,7 +6,9 @@
 // gate|up with its activation), "int8" (`quantize_q8` + `matvec_q8`, for the types that have
 // it). Each row: microseconds per product and weight bytes read per second; "one token" adds
 // a path's products over the layers and the head once (a product the path lacks counts at
-// its float time): the products' part of a decode step, without the other kernels.
+// its float time): the products' part of a decode step, without the other kernels. A product
+// is timed over the layers that hold it: where a file's layers differ in encoding (Q4_K_M),
+// the loader fuses q|k|v or gate|up only where the parts match, so a layer has either.
 #include <functional>
 #include <random>
 #include <nlohmann/json.hpp>
@@ -32,14 +34,20 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
   cl::Context& ctx = engine.context();
   const DeviceModel& m = engine.forward().model();
   const LlamaConfig& cfg = m.cfg;
-  const DeviceLayer& L0 = m.layers.at(0);
+  // The layers holding weight `w` (a fused matrix, or its parts), in order.
+  auto holders = [&](ops::DeviceWeight DeviceLayer::*w) {
+    std::vector<const DeviceLayer*> out;
+    for (const DeviceLayer& L : m.layers)
+      if ((L.*w).buf) out.push_back(&L);
+    return out;
+  };
   std::vector<Product> products;
-  if (L0.wqkv.buf) products.push_back({"q|k|v", &DeviceLayer::wqkv});
-  else products.insert(products.end(), {{"q", &DeviceLayer::wq}, {"k", &DeviceLayer::wk}, {"v", &DeviceLayer::wv}});
-  products.push_back({"o", &DeviceLayer::wo});
-  if (L0.w_gate_up.buf) products.push_back({"gate|up", &DeviceLayer::w_gate_up});
-  else products.insert(products.end(), {{"gate", &DeviceLayer::w_gate}, {"up", &DeviceLayer::w_up}});
-  products.push_back({"down", &DeviceLayer::w_down});
+  for (const Product& p : std::initializer_list<Product>{{"q|k|v", &DeviceLayer::wqkv}, {"q", &DeviceLayer::wq},
+                                                         {"k", &DeviceLayer::wk}, {"v", &DeviceLayer::wv},
+                                                         {"o", &DeviceLayer::wo}, {"gate|up", &DeviceLayer::w_gate_up},
+                                                         {"gate", &DeviceLayer::w_gate}, {"up", &DeviceLayer::w_up},
+                                                         {"down", &DeviceLayer::w_down}})
+    if (!holders(p.weight).empty()) products.push_back(p);
   products.push_back({"lm_head", nullptr});
 
   const int widest = std::max({cfg.n_embd, cfg.n_ff, cfg.n_head * cfg.head_dim});
@@ -56,19 +64,32 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
   nlohmann::json out = nlohmann::json::array();
   // launch(W, L): one product of layer L's weight W (L null: the LM head).
   using Launch = std::function<void(const ops::DeviceWeight&, const DeviceLayer*)>;
-  auto time_product = [&](const std::string& path, const Product& p, const Launch& launch) {
-    const ops::DeviceWeight& W0 = p.weight ? L0.*p.weight : m.lm_head();
-    const int launches = p.weight ? static_cast<int>(m.layers.size()) : kHeadLaunches;
+  // Times `launch` over the layers holding p's weight (the LM head: kHeadLaunches times) that
+  // `takes` accepts; nothing when none does. Bytes per product: their mean.
+  using Takes = std::function<bool(const ops::DeviceWeight&)>;
+  auto time_product = [&](const std::string& path, const Product& p, const Launch& launch,
+                          const Takes& takes = [](const ops::DeviceWeight&) { return true; }) {
+    std::vector<const DeviceLayer*> layers;
+    if (p.weight)
+      for (const DeviceLayer* L : holders(p.weight))
+        if (takes(L->*p.weight)) layers.push_back(L);
+    if (p.weight ? layers.empty() : !takes(m.lm_head())) return;
+    const ops::DeviceWeight& W0 = p.weight ? layers.front()->*p.weight : m.lm_head();
+    const int launches = p.weight ? static_cast<int>(layers.size()) : kHeadLaunches;
+    double bytes = 0;
+    for (int i = 0; i < launches; ++i) {
+      const ops::DeviceWeight& W = p.weight ? layers[i]->*p.weight : W0;
+      bytes += double(W.rows) * W.row_bytes / launches;
+    }
     auto t = time_runs(reps, [&] {
       for (int i = 0; i < launches; ++i) {
-        if (p.weight) launch(m.layers[i].*p.weight, &m.layers[i]);
+        if (p.weight) launch(layers[i]->*p.weight, layers[i]);
         else launch(W0, nullptr);
       }
       ctx.finish();
     });
     std::sort(t.begin(), t.end());
     const double med = median(t) / launches, best = t.front() / launches;
-    const double bytes = double(W0.rows) * W0.row_bytes;
     out.push_back({{"path", path}, {"product", p.name}, {"type", quant::traits(W0.type).name}, {"rows", W0.rows},
                    {"cols", W0.cols}, {"bytes", bytes}, {"seconds", med}, {"seconds_min", best},
                    {"gbps", bytes / med / 1e9}, {"device", ctx.device().name}});
@@ -90,14 +111,14 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
       else ops::matvec_norm(ctx, W, x, norm, 1, y, W.rows);
     });
   }
-  for (const auto& p : products) {
-    const ops::DeviceWeight& W0 = p.weight ? L0.*p.weight : m.lm_head();
-    if (!ops::matvec_q8_supports(W0.type)) continue;
-    time_product("int8", p, [&](const ops::DeviceWeight& W, const DeviceLayer*) {
-      ops::quantize_q8(ctx, x, 1, W.cols, xq);
-      ops::matvec_q8(ctx, W, xq, 1, y, W.rows, false);
-    });
-  }
+  for (const auto& p : products)
+    time_product(
+        "int8", p,
+        [&](const ops::DeviceWeight& W, const DeviceLayer*) {
+          ops::quantize_q8(ctx, x, 1, W.cols, xq);
+          ops::matvec_q8(ctx, W, xq, 1, y, W.rows, false);
+        },
+        [](const ops::DeviceWeight& W) { return ops::matvec_q8_supports(W.type); });
 
   auto row_of = [&](const std::string& product, const std::string& path) -> const nlohmann::json* {
     for (const auto& r : out)
@@ -111,7 +132,7 @@ nlohmann::json bench_matvec(Engine& engine, int reps) {
       const nlohmann::json* r = row_of(p.name, path);
       any = any || r;
       if (!r) r = row_of(p.name, "float");
-      const double times = p.weight ? double(m.layers.size()) : 1.0;
+      const double times = p.weight ? double(holders(p.weight).size()) : 1.0;
       s += times * (*r)["seconds"].get<double>();
       bytes += times * (*r)["bytes"].get<double>();
     }

@@ -315,6 +315,42 @@ TEST_F(Bench, MatvecTimesEveryDecodeProduct) {
   EXPECT_TRUE(test::fails_cleanly(bench({"--matvec", "--gemm"}, kQuick), {"--gemm", "--matvec"}, 2, kQuick));
 }
 
+// Layers that differ in encoding, as in Q4_K_M files (Gemma 3 270M): the loader fuses q|k|v or
+// gate|up only where the parts match, so layer 0 here holds q, k, v apart and gate|up fused,
+// layer 1 the other way round. Each product is timed over the layers that hold it (it once
+// took layer 0's set for every layer and launched layer 1's empty v), the integer path only
+// where the type has it.
+TEST_F(Bench, MatvecTimesEachProductOverTheLayersThatHoldIt) {
+  TinyLlamaOptions o;
+  o.matrix_type = gguf::TensorType::Q4_1;
+  o.embd_type = gguf::TensorType::Q8_0;
+  o.tensor_types = {{"blk.0.attn_v.weight", gguf::TensorType::F16}, {"blk.1.ffn_up.weight", gguf::TensorType::Q8_0}};
+  const std::string model = dir_.file("tiny-mixed.gguf");
+  write_tiny_llama(model, o);
+  const auto r = test::run_infinipot({"bench", "-m", model, "--matvec", "-r", "1", "--json"}, {{}, kRun});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  std::multiset<std::string> seen;
+  for (const auto& row : json::parse(r.out)) {
+    const std::string path = row["path"], product = row["product"];
+    seen.insert(path + " " + product);
+    if (product == "one token") continue;
+    EXPECT_GT(row["seconds"].get<double>(), 0.0) << row.dump();
+    EXPECT_GT(row["bytes"].get<double>(), 0.0) << row.dump();
+    // One layer each: q, k and gate|up in layer 0, q|k|v and gate, up in layer 1.
+    const std::string type = row["type"];
+    if (product == "v") EXPECT_EQ(type, "F16") << row.dump();
+    if (product == "up") EXPECT_EQ(type, "Q8_0") << row.dump();
+  }
+  // No integer row for v (F16); the fused forms exist where a fused matrix does.
+  const std::multiset<std::string> expected = {
+      "float q|k|v", "float q",       "float k",       "float v",       "float o",         "float gate|up",
+      "float gate",  "float up",      "float down",    "float lm_head", "fused q|k|v",     "fused gate|up",
+      "fused lm_head", "int8 q|k|v",  "int8 q",        "int8 k",        "int8 o",          "int8 gate|up",
+      "int8 gate",   "int8 up",       "int8 down",     "int8 lm_head",  "float one token", "fused one token",
+      "int8 one token"};
+  EXPECT_EQ(seen, expected);
+}
+
 // Runs `infinipot args` with stderr on a pseudo-terminal (stdout to /dev/null); what the
 // terminal showed.
 std::string run_on_terminal(const std::vector<std::string>& args) {
