@@ -60,12 +60,11 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
                      Buffer& qkv, const RopeKv& kv);
 
 // Whether the matvec.cl products of W (every variant above) run in the CPU's own 8-bit dot
-// instruction (native_dot.cl): the device has one, the tuning's matvec_native_dot lists it, W is
-// Q4_0, Q4_1 or Q8_0 and matvec_native_types lists its type, K is a multiple of 32, and the
-// device takes work-groups of
-// matvec_native_local items. Then the input row is quantized to 8 bits per 32-block once per
-// work-group (as quantize_q8 does), and a norm inside costs about nothing (each block's sum of
-// squares comes with its quantization).
+// instruction (native_dot.cl): the device has one, the tuning's matvec_native_dot lists it, W
+// is Q4_0, Q4_1 or Q8_0 and matvec_native_types lists its type, K is a multiple of 32, and the
+// device takes work-groups of matvec_native_local items. Then the input row is quantized to 8
+// bits per 32-block once per work-group (as quantize_q8 does), and a norm inside costs about
+// nothing (each block's sum of squares comes with its quantization).
 bool matvec_native(const Context& c, const DeviceWeight& W);
 
 // matvec_q8.cl: decode products in integers. quantize_q8 writes each 32-element block of x's
