@@ -286,6 +286,10 @@ TEST(NativeDotChoice, OnlyQ4AndQ8WeightsOfWholeBlocksWhenTheTuningSaysSo) {
   EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_dot\": true"), cl::ClError);
   EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_dot\": [\"vnni\"]"), cl::ClError);
   EXPECT_THROW(testing_support::context_with_tuning("\"matvec_native_types\": [\"Q6_K\"]"), cl::ClError);
+  // Only the device's own form, none, or the AVX2 form can be asked for.
+  cl::ContextOptions bad;
+  bad.native_dot_form = 1;
+  EXPECT_THROW(cl::Context{bad}, cl::ClError);
 }
 
 }  // namespace
