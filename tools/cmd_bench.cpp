@@ -35,9 +35,9 @@ namespace {
 
 struct BenchOpts {
   std::string model, ctx = "4096", policies = "infinipot", pots = "1024", caps, haystack, device, kv_type = "auto";
-  std::string out, llama_dir, llama_tool = "llama-bench";
-  int n_predict = 32, reps = 1, chunk = 0, threads = 0;
-  bool json = false, warmup = true, gemm = false, attention = false, matvec = false;
+  std::string out, llama_dir, llama_tool = "llama-bench", llama_resume;
+  int n_predict = 32, reps = 1, chunk = 0, threads = 0, llama_stages = 0;
+  bool only_llama = false, json = false, warmup = true, gemm = false, attention = false, matvec = false;
 };
 
 struct Stat {
@@ -346,10 +346,16 @@ void bench(const BenchOpts& o) {
       throw CLI::ValidationError(std::string("--policy: ") + e.what());
     }
   }
+  if (!o.llama_resume.empty() && o.llama_tool != "llama-completion")
+    throw CLI::ValidationError("--llama-cpp-resume: stages go through llama-completion's prompt cache; add "
+                               "--llama-cpp-tool llama-completion");
+  if (!o.llama_resume.empty() && o.reps != 1)
+    throw CLI::ValidationError("--llama-cpp-resume: one staged run per length; drop --reps (" +
+                               std::to_string(o.reps) + ")");
   if (!o.llama_dir.empty()) require_llama_tool(o.llama_dir, o.llama_tool);
 
   std::vector<RowSpec> specs;
-  for (int ctx : ctxs)
+  for (int ctx : o.only_llama ? std::vector<int>{} : ctxs)
     for (uint64_t cap : caps)
       for (const auto& p : policies) {
         if (find_policy(p).residency == Residency::FullCache) specs.push_back({ctx, cap, p, 0});
@@ -366,7 +372,7 @@ void bench(const BenchOpts& o) {
   });
 
   Progress progress(progress_wanted(o.json));
-  if (o.warmup) {
+  if (o.warmup && !specs.empty()) {
     // Compiles every kernel (the pot's too) once, so the first row does not pay for it.
     progress.status("warm-up: compiling kernels");
     const nih::Document d = builder.build(384, 0.5, "12345");
@@ -414,7 +420,20 @@ void bench(const BenchOpts& o) {
                                        .string();
         if (!(std::ofstream(prompt, std::ios::binary) << doc_for(ctx).text))
           throw std::runtime_error("cannot write llama-completion's prompt file " + prompt);
-        l = run_llama_completion(o.llama_dir, o.model, prompt, ctx, o.n_predict, o.reps, threads);
+        if (o.llama_resume.empty()) {
+          l = run_llama_completion(o.llama_dir, o.model, prompt, ctx, o.n_predict, o.reps, threads);
+        } else {
+          // One stage per 8K tokens by default: the most a killed run loses is one stage.
+          const int stages = o.llama_stages > 0 ? o.llama_stages : std::max(2, (ctx + 8191) / 8192);
+          const std::string state = o.llama_resume + "/ctx-" + std::to_string(ctx);
+          try {
+            l = run_llama_completion_staged(o.llama_dir, o.model, prompt, ctx, o.n_predict, threads, state, stages,
+                                            [&](const std::string& s) { progress.status(s); });
+          } catch (const std::invalid_argument& e) {
+            std::remove(prompt.c_str());
+            throw CLI::ValidationError(e.what());
+          }
+        }
         std::remove(prompt.c_str());
       } else {
         l = run_llama_bench(o.llama_dir, o.model, ctx, o.n_predict, o.reps, threads);
@@ -422,6 +441,10 @@ void bench(const BenchOpts& o) {
       nlohmann::json row = {{"engine", "llama.cpp"}, {"ctx", ctx}, {"policy", "llama.cpp"}, {"pot", nullptr},
                             {"device_mem", 0}, {"n_decode", o.n_predict}, {"reps", o.reps}, {"threads", threads},
                             {"tool", o.llama_tool}, {"prefill_cmd", l.prefill_cmd}, {"decode_cmd", l.decode_cmd}};
+      if (l.stages > 0) {  // a staged prefill: the commands are its last stage's
+        row["stages"] = l.stages;
+        row["cpu_share"] = l.cpu_share;
+      }
       if (l.prompt_tokens > 0) row["prompt_tokens"] = l.prompt_tokens;
       if (!l.error.empty()) row["error"] = l.error;
       else {
@@ -481,6 +504,17 @@ void add_bench_command(CLI::App& app) {
       ->needs(vs_llama);  // said without llama.cpp to run, it would be ignored without a word
   sub->add_option("--threads", o->threads, "llama.cpp threads (default: all cores, as PoCL uses)")
       ->check(CLI::Range(1, 1024))
+      ->needs(vs_llama);
+  CLI::Option* resume =
+      sub->add_option("--llama-cpp-resume", o->llama_resume,
+                      "Directory for a llama-completion prefill of hours in stages (its --prompt-cache): a rerun "
+                      "skips the stages already done there and goes on")
+          ->needs(vs_llama);
+  sub->add_option("--llama-cpp-stages", o->llama_stages,
+                  "Stages of a --llama-cpp-resume prefill (default: one per 8K tokens)")
+      ->check(CLI::Range(1, 4096))
+      ->needs(resume);
+  sub->add_flag("--only-llama-cpp", o->only_llama, "Run llama.cpp's rows only (each --ctx), none of ours")
       ->needs(vs_llama);
   sub->add_option("--out", o->out, "Also write the rows (JSON) to this file");
   sub->add_flag("!--no-warmup", o->warmup, "Skip the warm-up run that compiles the kernels first");

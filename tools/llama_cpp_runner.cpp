@@ -1,17 +1,22 @@
 #include "tools/llama_cpp_runner.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace infinipot::cli {
 namespace {
@@ -19,6 +24,7 @@ namespace {
 struct Child {
   int status = -1;
   long long max_rss_bytes = 0;
+  double cpu_s = 0, wall_s = 0;  // its CPU time (user + system, all threads) and wall time
   std::string out, err;
 };
 
@@ -75,13 +81,19 @@ Child run_child(const std::vector<std::string>& argv) {
   close(exec_pipe[1]);
   (void)drain(exec_pipe[0]);  // EOF: exec happened (or the child exited)
   close(exec_pipe[0]);
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     c.max_rss_bytes = std::max(c.max_rss_bytes, vm_hwm_of(pid));
-    const pid_t done = waitpid(pid, &c.status, WNOHANG);
-    if (done == pid) break;
+    rusage ru{};
+    const pid_t done = wait4(pid, &c.status, WNOHANG, &ru);
+    if (done == pid) {
+      c.cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+      break;
+    }
     if (done < 0 && errno != EINTR) break;
     usleep(20000);
   }
+  c.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (auto [f, dst] : {std::pair{out_file, &c.out}, std::pair{err_file, &c.err}}) {
     std::rewind(f);
     *dst = drain(fileno(f));
@@ -182,6 +194,167 @@ LlamaCppRow run_llama_completion(const std::string& dir, const std::string& mode
     row.prefill_tok_s = prefill_sum / reps;
     row.decode_tok_s = decode_sum / reps;
     row.ttft_s = row.prompt_tokens / row.prefill_tok_s;
+  } catch (const std::exception& e) {
+    row.error = e.what();
+  }
+  return row;
+}
+
+namespace {
+
+// The prompt's size in llama.cpp's tokens from a run that loaded a cache file: "session file
+// matches M / T tokens of prompt" or "... low similarity to prompt (M / T tokens)"; 0 if absent.
+int prompt_tokens_from_session_log(const std::string& log) {
+  for (const char* key : {"session file matches ", "low similarity to prompt ("}) {
+    const size_t at = log.find(key);
+    size_t matched = 0, total = 0;
+    if (at != std::string::npos &&
+        std::sscanf(log.c_str() + at + std::strlen(key), "%zu / %zu", &matched, &total) == 2)
+      return static_cast<int>(total);
+  }
+  return 0;
+}
+
+// FNV-1a of a file's bytes: enough to tell one bench document from another.
+std::string content_hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace
+
+LlamaCppRow run_llama_completion_staged(const std::string& dir, const std::string& model,
+                                        const std::string& prompt_file, int ctx, int n_decode, int threads,
+                                        const std::string& state_dir, int stages,
+                                        const std::function<void(const std::string&)>& status) {
+  namespace fs = std::filesystem;
+  if (stages < 1) throw std::invalid_argument("--llama-cpp-stages: needs at least 1 stage");
+  std::ifstream in(prompt_file, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read llama-completion's prompt file " + prompt_file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::create_directories(state_dir);
+
+  // The plan a rerun must match: another document, model or split would mix two runs' stages.
+  const nlohmann::json plan = {{"model", fs::absolute(model).string()}, {"ctx", ctx}, {"n_decode", n_decode},
+                               {"threads", threads}, {"stages", stages}, {"document_bytes", text.size()},
+                               {"document_fnv1a", content_hash(text)}};
+  const fs::path plan_file = fs::path(state_dir) / "plan.json";
+  if (fs::exists(plan_file)) {
+    nlohmann::json had;
+    try {
+      had = nlohmann::json::parse(std::ifstream(plan_file));
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("--llama-cpp-resume: " + plan_file.string() + " is not the JSON this command " +
+                                  "writes (" + e.what() + "); remove " + state_dir + " to start over");
+    }
+    if (had != plan)
+      throw std::invalid_argument("--llama-cpp-resume: " + state_dir + " holds stages of another run (" + had.dump() +
+                                  "; this one: " + plan.dump() + "); give another directory, or remove it to " +
+                                  "start over");
+  } else if (!(std::ofstream(plan_file) << plan.dump() << "\n")) {
+    throw std::runtime_error("cannot write " + plan_file.string());
+  }
+
+  // Finished stages, in order (a line cut short by a kill mid-write is ignored and rerun).
+  const fs::path records_file = fs::path(state_dir) / "stages.jsonl";
+  std::vector<nlohmann::json> done;
+  {
+    std::ifstream rf(records_file);
+    std::string line;
+    while (std::getline(rf, line)) {
+      try {
+        const auto j = nlohmann::json::parse(line);
+        if (j.value("stage", 0) == static_cast<int>(done.size()) + 1) done.push_back(j);
+      } catch (const std::exception&) {
+        break;
+      }
+    }
+  }
+  auto session = [&](int k) { return (fs::path(state_dir) / ("session-" + std::to_string(k) + ".bin")).string(); };
+
+  LlamaCppRow row;
+  row.ctx = ctx;
+  row.stages = stages;
+  const std::string n_ctx = std::to_string(ctx + n_decode + 64);  // the same in every stage: one cache layout
+  try {
+    for (int k = static_cast<int>(done.size()) + 1; k <= stages; ++k) {
+      const bool last = k == stages;
+      // Stage k's text: the prompt up to the whitespace at or before k/stages of it.
+      size_t cut = text.size();
+      if (!last) {
+        cut = text.size() * k / stages;
+        const size_t ws = text.find_last_of(" \n", cut);
+        if (ws != std::string::npos && ws > 0) cut = ws;
+      }
+      const std::string stage_file = (fs::path(state_dir) / ("stage-" + std::to_string(k) + ".txt")).string();
+      if (!(std::ofstream(stage_file, std::ios::binary) << text.substr(0, cut)))
+        throw std::runtime_error("cannot write " + stage_file);
+      // The cache file stage k reads: stage k-1's, copied so that a stage killed while llama.cpp
+      // writes its own leaves the previous one whole. The last stage only reads (-ro).
+      std::string cache;
+      if (k > 1 && !fs::exists(session(k - 1)))
+        throw std::runtime_error("stage " + std::to_string(k - 1) + "'s cache file " + session(k - 1) +
+                                 " is gone; remove " + state_dir + " to start over");
+      if (last) {
+        cache = k > 1 ? session(k - 1) : session(k);
+      } else {
+        cache = session(k);
+        fs::remove(cache);  // what a killed run of this stage left
+        if (k > 1) fs::copy_file(session(k - 1), cache);
+      }
+      std::vector<std::string> argv = {dir + "/llama-completion", "-m", model, "-f", stage_file, "-n",
+                                       std::to_string(last ? n_decode : 1), "-c", n_ctx, "-t",
+                                       std::to_string(threads), "--ignore-eos", "--temp", "0", "-no-cnv",
+                                       "--no-warmup", "--prompt-cache", cache};
+      // Intermediate stages save the cache at their end (--prompt-cache-all): llama.cpp saves
+      // after the prompt only when it did not start from a cache file that matched it.
+      argv.push_back(last ? "--prompt-cache-ro" : "--prompt-cache-all");
+      status("llama.cpp ctx " + std::to_string(ctx) + ": stage " + std::to_string(k) + "/" + std::to_string(stages));
+      const Child c = run_child(argv);
+      require_success(c, argv);
+      const CompletionTimes t = parse_completion_times(c.err);
+      if (t.prompt_tokens <= 0 || t.prompt_ms <= 0 || (last && (t.runs <= 0 || t.eval_ms <= 0)))
+        throw std::runtime_error("`" + joined(argv) + "` printed no timings (\"prompt eval time = ... ms / N tokens\" "
+                                 "and \"eval time = ... ms / N runs\"): " + tail(c.err, 300));
+      const int total = k == 1 ? t.prompt_tokens : prompt_tokens_from_session_log(c.err);
+      if (k > 1 && total <= 0)
+        throw std::runtime_error("`" + joined(argv) + "` did not say it loaded stage " + std::to_string(k - 1) +
+                                 "'s cache (\"session file matches M / T tokens\"): " + tail(c.err, 300));
+      const nlohmann::json rec = {{"stage", k}, {"stages", stages}, {"chars", cut},
+                                  {"prompt_tokens", total}, {"evaluated_tokens", t.prompt_tokens},
+                                  {"prompt_ms", t.prompt_ms}, {"eval_ms", t.eval_ms}, {"runs", t.runs},
+                                  {"peak_rss", c.max_rss_bytes}, {"wall_s", c.wall_s}, {"cpu_s", c.cpu_s},
+                                  {"cmd", joined(argv)}};
+      std::ofstream rf(records_file, std::ios::app);
+      if (!(rf << rec.dump() << "\n")) throw std::runtime_error("cannot append to " + records_file.string());
+      rf.close();
+      done.push_back(rec);
+      if (k > 1 && !last) fs::remove(session(k - 1));  // stage k's own file now carries the prefix
+      if (last) fs::remove(cache);
+    }
+    double prompt_ms = 0, cpu_s = 0, wall_s = 0;
+    long long evaluated = 0;
+    for (const auto& r : done) {
+      cpu_s += r.value("cpu_s", 0.0);
+      wall_s += r.value("wall_s", 0.0);
+      prompt_ms += r["prompt_ms"].get<double>();
+      evaluated += r["evaluated_tokens"].get<long long>();
+      row.peak_rss_bytes = std::max(row.peak_rss_bytes, r["peak_rss"].get<long long>());
+    }
+    const auto& final_stage = done.back();
+    row.prompt_tokens = final_stage["prompt_tokens"].get<int>();
+    row.prefill_tok_s = evaluated / (prompt_ms / 1000.0);
+    row.ttft_s = prompt_ms / 1000.0;
+    row.decode_tok_s = final_stage["runs"].get<double>() / (final_stage["eval_ms"].get<double>() / 1000.0);
+    row.prefill_cmd = row.decode_cmd = final_stage["cmd"].get<std::string>();
+    // Hours of stages share the machine with whatever else ran: the share of the threads'
+    // time llama.cpp got says whether its rates are its own (1.0) or a contended machine's.
+    row.cpu_share = wall_s > 0 ? cpu_s / (wall_s * threads) : 0;
+  } catch (const std::invalid_argument&) {
+    throw;
   } catch (const std::exception& e) {
     row.error = e.what();
   }

@@ -232,6 +232,85 @@ TEST_F(Bench, VsLlamaCppCompletionReadsItsTimingLines) {
                                   kQuick));
 }
 
+// --llama-cpp-resume: a prefill of hours in stages through llama-completion's prompt cache.
+// The stand-in plays llama.cpp's part: a prompt of T tokens (its bytes / 4) evaluated at 1 ms
+// a token after the M tokens its cache file holds; --prompt-cache-all writes T into the file.
+// A stage killed midway (exit 1 once, while a marker file exists, its cache file torn) leaves
+// a row with the error; the rerun runs only the stages left and the row sums all of them.
+TEST_F(Bench, VsLlamaCppStagedPrefillResumesWhereItStopped) {
+  const std::string bin = dir_.file("llama-completion"), calls = dir_.file("calls.txt"),
+                    kill_once = dir_.file("kill-stage-1");
+  std::ofstream(bin) << "#!/bin/sh\n"
+                        "f=; cache=; n=; mode=\n"
+                        "while [ $# -gt 0 ]; do case \"$1\" in -f) f=$2; shift;; --prompt-cache) cache=$2; shift;;\n"
+                        "  -n) n=$2; shift;; --prompt-cache-ro) mode=ro;; --prompt-cache-all) mode=all;; esac; shift; done\n"
+                        "t=$(( $(wc -c < \"$f\") / 4 ))\n"
+                        "echo \"$(basename \"$f\") $mode\" >> " + calls + "\n"
+                        "if [ -e " + kill_once + " ] && [ \"$(basename \"$f\")\" = stage-1.txt ]; then rm " + kill_once +
+                        "; echo partial > \"$cache\"; echo killed >&2; exit 1; fi\n"
+                        "m=0\n"
+                        "if [ -s \"$cache\" ]; then m=$(cat \"$cache\"); case $m in *[!0-9]*) echo 'failed to load session file' >&2; exit 1;; esac\n"
+                        "  if [ $((2 * m)) -lt $t ]; then echo \"W llama_completion: session file has low similarity to "
+                        "prompt ($m / $t tokens); will mostly be reevaluated\" >&2;\n"
+                        "  else echo \"I llama_completion: session file matches $m / $t tokens of prompt\" >&2; fi; fi\n"
+                        "e=$((t - m))\n"
+                        "echo \"I common_perf_print: prompt eval time = $e.00 ms / $e tokens (1.00 ms per token)\" >&2\n"
+                        "echo \"I common_perf_print:        eval time =   100.00 ms /  $n runs   (25.00 ms per token)\" >&2\n"
+                        "[ \"$mode\" = all ] && echo $t > \"$cache\"\n"
+                        "exit 0\n";
+  std::filesystem::permissions(bin, std::filesystem::perms::owner_all);
+  std::ofstream(kill_once) << "x";
+  const std::string state = dir_.file("state");
+  const std::vector<std::string> args = {"--ctx",         "700",        "--only-llama-cpp",   "--vs-llama-cpp",
+                                         dir_.path(),     "--llama-cpp-tool", "llama-completion", "--llama-cpp-resume",
+                                         state,           "--llama-cpp-stages", "3",              "--threads",
+                                         "2"};
+  const json killed = bench_json(args);
+  ASSERT_EQ(killed.size(), 1u) << "--only-llama-cpp: llama.cpp's row alone\n" << killed.dump(1);
+  ASSERT_TRUE(killed[0].contains("error"));
+  EXPECT_NE(killed[0]["error"].get<std::string>().find("killed"), std::string::npos) << killed[0].dump();
+
+  const json rows = bench_json(args);
+  ASSERT_EQ(rows.size(), 1u);
+  const json& r = rows[0];
+  ASSERT_FALSE(r.contains("error")) << r.dump(1);
+  EXPECT_EQ(r["stages"], 3);
+  // Every stage read a prefix of the document (the stand-in took bytes / 4 as its tokens).
+  const int total = r["prompt_tokens"].get<int>();
+  EXPECT_GT(total, 1000 / 4);
+  // T tokens evaluated once each at 1 ms: 1000 tok/s over the three stages, whatever the split;
+  // decode: 4 runs in 100 ms of the last stage.
+  EXPECT_NEAR(r["prefill_tok_s"].get<double>(), 1000.0, 1e-6);
+  EXPECT_NEAR(r["ttft_s"].get<double>(), total / 1000.0, 1e-9);
+  EXPECT_NEAR(r["decode_tok_s"].get<double>(), 40.0, 1e-9);
+  EXPECT_NE(r["decode_cmd"].get<std::string>().find("--prompt-cache-ro"), std::string::npos) << "the last stage only reads";
+  // The share of two threads' time the stand-in got: a shell script that mostly waits.
+  EXPECT_GE(r["cpu_share"].get<double>(), 0.0);
+  EXPECT_LT(r["cpu_share"].get<double>(), 1.0);
+
+  // Stage 1 killed (its half-written cache file left behind), then stages 1, 2 and 3: nothing
+  // finished ran twice, and the torn file was not read.
+  std::ifstream in(calls);
+  std::vector<std::string> seen;
+  for (std::string line; std::getline(in, line);) seen.push_back(line);
+  EXPECT_EQ(seen, (std::vector<std::string>{"stage-1.txt all", "stage-1.txt all", "stage-2.txt all", "stage-3.txt ro"}));
+  // The finished run's cache files are gone (at 128K each is gigabytes); its records stay.
+  for (const auto& e : std::filesystem::directory_iterator(state + "/ctx-700"))
+    EXPECT_NE(e.path().extension(), ".bin") << e.path();
+
+  // Another split of the same directory is refused, naming the flag, before anything runs.
+  auto other = args;
+  other[std::find(other.begin(), other.end(), "3") - other.begin()] = "4";
+  EXPECT_TRUE(test::fails_cleanly(bench(other, kQuick), {"--llama-cpp-resume", "another run"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--vs-llama-cpp", dir_.path(), "--llama-cpp-resume", state}, kQuick),
+                                  {"--llama-cpp-resume", "llama-completion"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--vs-llama-cpp", dir_.path(), "--llama-cpp-tool", "llama-completion",
+                                         "--llama-cpp-resume", state, "-r", "2"},
+                                        kQuick),
+                                  {"--llama-cpp-resume", "--reps"}, 2, kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--llama-cpp-stages", "3"}, kQuick), {"--llama-cpp-stages"}, 2, kQuick));
+}
+
 TEST_F(Bench, UsageErrorsNameTheFlag) {
   EXPECT_TRUE(test::fails_cleanly(bench({"--ctx", "4096,abc"}, kQuick), {"--ctx", "abc"}, 2, kQuick));
   EXPECT_TRUE(test::fails_cleanly(bench({"--pot", "big"}, kQuick), {"--pot", "big"}, 2, kQuick));
