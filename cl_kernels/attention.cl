@@ -157,12 +157,10 @@ void attention_decode_split(__global const float* q, __global const kv_t* k_cach
 #ifdef DECODE_LANES
 #define DL 16
 #define HV (HEAD_DIM / 16)
-__kernel void attention_decode_lanes(__global const float* q, __global const kv_t* k_cache,
-                                     __global const kv_t* v_cache, const int cap, const int n_past,
-                                     const float scale, __global float* out, __global float* lse,
-                                     const int n_heads, const int window) {
-  const int head = get_global_id(0);
-  if (head >= n_heads) return;
+// One query head's decode attention: its normalised output in res, its log-sum-exp returned.
+inline float decode_lanes_head(const int head, __global const float* q, __global const kv_t* k_cache,
+                               __global const kv_t* v_cache, const int cap, const int n_past, const float scale,
+                               const int window, float16 res[HV]) {
   const int g = head / GROUP;
   float16 qv[HV], acc[HV];
   for (int c = 0; c < HV; ++c) {
@@ -197,9 +195,60 @@ __kernel void attention_decode_lanes(__global const float* q, __global const kv_
     }
   }
   const float inv = 1.0f / s;
-  for (int c = 0; c < HV; ++c) vstore16(acc[c] * inv, c, out + head * HEAD_DIM);
-  lse[head] = m + log(s);
+  for (int c = 0; c < HV; ++c) res[c] = acc[c] * inv;
+  return m + log(s);
 }
+
+__kernel void attention_decode_lanes(__global const float* q, __global const kv_t* k_cache,
+                                     __global const kv_t* v_cache, const int cap, const int n_past,
+                                     const float scale, __global float* out, __global float* lse,
+                                     const int n_heads, const int window) {
+  const int head = get_global_id(0);
+  if (head >= n_heads) return;
+  float16 res[HV];
+  lse[head] = decode_lanes_head(head, q, k_cache, v_cache, cap, n_past, scale, window, res);
+  for (int c = 0; c < HV; ++c) vstore16(res[c], c, out + head * HEAD_DIM);
+}
+
+#ifdef WO_PARTS
+// (-D WO_PARTS, with quant_formats.cl and WTYPE: Wo's encoding; HEAD_DIM a multiple of 32.)
+// The same attention with the output projection's share of each head: work-group `head`
+// runs the head's attention in its first item, then its items split Wo's rows and multiply
+// the head's HEAD_DIM columns of each by the head's output:
+//   parts[head][o] = sum_d Wo[o][head * HEAD_DIM + d] * out[head][d]      o < n_out
+//   Wo: [n_out rows][wo_cols = n_heads * HEAD_DIM] (ggml blocks)   parts: [n_heads][n_out]
+// so that Wo . out = sum over heads of parts[head], which the next product adds into the
+// residual as it reads it (matvec.cl PARTS): one launch a layer instead of two. out and lse
+// are written as attention_decode_lanes writes them. Launch: global (n_heads * L), local (L).
+__kernel void attention_decode_lanes_wo(__global const float* q, __global const kv_t* k_cache,
+                                        __global const kv_t* v_cache, const int cap, const int n_past,
+                                        const float scale, __global float* out, __global float* lse,
+                                        const int n_heads, const int window, __global const uchar* Wo,
+                                        const int wo_row_bytes, const int n_out, const int wo_cols,
+                                        __global float* parts) {
+  const int head = get_group_id(0);
+  __local float16 ho16[HV];  // the head's output
+  __local const float* ho = (__local const float*)ho16;
+  if (get_local_id(0) == 0 && head < n_heads) {
+    float16 res[HV];
+    lse[head] = decode_lanes_head(head, q, k_cache, v_cache, cap, n_past, scale, window, res);
+    for (int c = 0; c < HV; ++c) {
+      ho16[c] = res[c];
+      vstore16(res[c], c, out + head * HEAD_DIM);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (head >= n_heads) return;
+  const int nb = wo_cols / 32, b0 = head * (HEAD_DIM / 32);
+  for (int o = get_local_id(0); o < n_out; o += get_local_size(0)) {
+    __global const uchar* row = Wo + (size_t)o * wo_row_bytes;
+    float16 acc = (float16)(0.0f);
+    for (int j = 0; j < HEAD_DIM / 32; ++j)
+      acc = block_fma(row, b0 + j, nb, vload16(0, ho + 32 * j), vload16(0, ho + 32 * j + 16), acc);
+    parts[(size_t)head * n_out + o] = sum16(acc);
+  }
+}
+#endif
 #endif
 
 // Attention mass the query rows [r0, r1) of a chunk pay to each KV entry, summed over the

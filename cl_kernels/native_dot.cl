@@ -84,7 +84,13 @@ inline int native_padded_blocks(const int nb) { return (nb + NATIVE_UNIT - 1) / 
 // in order (block c at bytes 32c). Its d and s go to xd[b], xs[b].
 // Under NORM, also the block's sum of squares of x into ssq[b] (0 past nb; native_sum_squares
 // adds them up after the work-group's barrier).
-inline void native_quantize_block(__global const float* xr, __global const float* nw, const int b, const int nb,
+// The input row's address space: global, or local under matvec.cl's PARTS (x plus the parts).
+#ifdef PARTS
+#define NATIVE_XSPACE __local
+#else
+#define NATIVE_XSPACE __global
+#endif
+inline void native_quantize_block(NATIVE_XSPACE const float* xr, __global const float* nw, const int b, const int nb,
                                   __local int* xq, __local float* xd, __local float* xs, __local float* ssq) {
   float16 lo = (float16)(0.0f), hi = (float16)(0.0f);
 #ifdef NORM
@@ -92,7 +98,7 @@ inline void native_quantize_block(__global const float* xr, __global const float
 #endif
   if (b < nb) {
     // 8-float pieces through aligned pointers, as matvec.cl's x8 (PoCL splits vload16).
-    __global const float8* x8p = (__global const float8*)(xr + 32 * b);
+    NATIVE_XSPACE const float8* x8p = (NATIVE_XSPACE const float8*)(xr + 32 * b);
     lo = (float16)(x8p[0], x8p[1]);
     hi = (float16)(x8p[2], x8p[3]);
 #ifdef NORM

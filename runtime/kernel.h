@@ -43,6 +43,13 @@ class Kernel {
     (set(i++, a), ...);
     return *this;
   }
+  // Arguments from index `first` on: a variant's own arguments after the ones all variants take.
+  template <typename... Args>
+  Kernel& args_at(cl_uint first, const Args&... a) {
+    cl_uint i = first;
+    (set(i++, a), ...);
+    return *this;
+  }
   // The largest work-group this kernel runs with on `dev` (CL_KERNEL_WORK_GROUP_SIZE).
   size_t work_group_limit(cl_device_id dev) const {
     size_t n = 0;

@@ -52,13 +52,19 @@ struct Tuning {
   // The weight types ("Q4_0", "Q4_1", "Q8_0") whose decode products take that native dot.
   std::vector<std::string> matvec_native_types;
   int matvec_native_local = 0;
+  // Decode of one row leaves the Wo product and the down product as split sums inside the
+  // launches before them (attention.cl WO_PARTS: attention with each head's share of Wo;
+  // matvec.cl DOWN_PARTS: gate|up, GLU and each work-group's share of down), which the next
+  // normed product adds into the residual as it reads it (PARTS): 3 launches a layer instead
+  // of 5, where the model and the tuned kernels allow it (Forward::layer).
+  bool decode_split_sums = false;
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[17];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[18];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.
