@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pot/pot_snapshot.h"  // fnv1a64
+
 namespace infinipot::cli {
 namespace {
 
@@ -217,10 +219,9 @@ int prompt_tokens_from_session_log(const std::string& log) {
 
 // FNV-1a of a file's bytes: enough to tell one bench document from another.
 std::string content_hash(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(fnv1a64(reinterpret_cast<const uint8_t*>(text.data()), text.size())));
   return buf;
 }
 
