@@ -48,6 +48,21 @@ GemmLayer make_gemm(cl::Context& ctx, int max_chunk, const Sizes& s) {
   return GemmLayer(ctx, ctx.tuning().gemm_backend, max_chunk, s.widest_in, s.largest_weight);
 }
 
+// A layer's gate and up weights for the decode GLU products: the fused gate|up matrix twice
+// (up rows from n_ff), or the two weights (up rows from 0).
+struct GateUp {
+  const ops::DeviceWeight& gate;
+  const ops::DeviceWeight& up;
+  int up_row0;
+};
+GateUp gate_up_of(const DeviceLayer& L, int n_ff) {
+  if (L.gate_up_fused()) return {L.w_gate_up, L.w_gate_up, n_ff};
+  return {L.w_gate, L.w_up, 0};
+}
+ops::Glu glu_of(const LlamaConfig& c) {
+  return c.ffn_act == FfnActivation::GeluTanh ? ops::Glu::GeluTanh : ops::Glu::Silu;
+}
+
 }  // namespace
 
 cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const cl::Tuning& tuning, bool kv_half,
@@ -310,16 +325,15 @@ bool Forward::split_sums(int l, int n, const ops::AttentionShape& shape) const {
   if (!ctx_.tuning().decode_split_sums || n != 1 || c.post_norms || c.qk_norm || !L.qkv_fused() ||
       c.head_dim % 4 != 0)
     return false;
-  const ops::DeviceWeight& gate = L.gate_up_fused() ? L.w_gate_up : L.w_gate;
-  const ops::DeviceWeight& up = L.gate_up_fused() ? L.w_gate_up : L.w_up;
+  const GateUp g = gate_up_of(L, c.n_ff);
   // Both normed products must take the norm inside (set_normed_input's rule), as PARTS needs.
   auto norm_inside = [&](const ops::DeviceWeight& W) {
     return ctx_.tuning().matvec_norm_fusion || ops::matvec_native(ctx_, W);
   };
-  return fusable({&L.wqkv, &gate, &up}, n) && norm_inside(L.wqkv) && norm_inside(gate) && gate.type == up.type &&
-         gate.row_bytes == up.row_bytes && ops::glu_down_parts(ctx_, gate, L.w_down, c.n_ff) > 0 &&
-         ops::glu_down_parts(ctx_, gate, L.w_down, c.n_ff) <= std::max(c.n_head, c.n_ff / 32) &&
-         ops::attention_wo_supported(ctx_, shape, L.wo);
+  // glu_down_parts > 0 means whole 32-feature slices: at most n_ff / 32 parts, what down_parts_ holds.
+  return fusable({&L.wqkv, &g.gate, &g.up}, n) && norm_inside(L.wqkv) && norm_inside(g.gate) &&
+         g.gate.type == g.up.type && g.gate.row_bytes == g.up.row_bytes &&
+         ops::glu_down_parts(ctx_, g.gate, L.w_down, c.n_ff) > 0 && ops::attention_wo_supported(ctx_, shape, L.wo);
 }
 
 void Forward::layer_split(int l, KvStore& kv, int li, const ops::AttentionShape& shape, const cl::Buffer& angles) {
@@ -339,12 +353,10 @@ void Forward::layer_split(int l, KvStore& kv, int li, const ops::AttentionShape&
                         size_t(li) * c.n_head_kv * kv.capacity());
   // gate|up of rmsnorm(x_row + the Wo parts) * ffn_norm, the GLU, and each work-group's share of
   // W_down . act in down_parts_; the sum x_row + Wo parts (the residual) lands in x_.
-  const ops::Glu act = c.ffn_act == FfnActivation::GeluTanh ? ops::Glu::GeluTanh : ops::Glu::Silu;
   const ops::RowNorm ffn_norm{&L.ffn_norm, c.rms_eps, {&o_parts_, c.n_head, &x_}};
-  const ops::DeviceWeight& gate = L.gate_up_fused() ? L.w_gate_up : L.w_gate;
-  const ops::DeviceWeight& up = L.gate_up_fused() ? L.w_gate_up : L.w_up;
-  pending_n_ = ops::matvec_glu_down(ctx_, gate, up, L.gate_up_fused() ? c.n_ff : 0, c.n_ff, act, x_row_, ffn_norm, 1,
-                                    L.w_down, down_parts_);
+  const GateUp g = gate_up_of(L, c.n_ff);
+  pending_n_ = ops::matvec_glu_down(ctx_, g.gate, g.up, g.up_row0, c.n_ff, glu_of(c), x_row_, ffn_norm, 1, L.w_down,
+                                    down_parts_);
   pending_ = &down_parts_;
 }
 
@@ -356,13 +368,12 @@ void Forward::resolve_parts() {
 
 void Forward::gate_up_act(const DeviceLayer& L, int n) {
   const LlamaConfig& c = m_.cfg;
-  const ops::Glu act = c.ffn_act == FfnActivation::GeluTanh ? ops::Glu::GeluTanh : ops::Glu::Silu;
+  const ops::Glu act = glu_of(c);
   // Decode: one product writes act directly (gate and up rows side by side in one work-item),
   // when both are on the float path in one encoding.
-  const ops::DeviceWeight& gate = L.gate_up_fused() ? L.w_gate_up : L.w_gate;
-  const ops::DeviceWeight& up = L.gate_up_fused() ? L.w_gate_up : L.w_up;
-  if (fusable({&gate, &up}, n) && gate.type == up.type && gate.row_bytes == up.row_bytes) {
-    ops::matvec_glu(ctx_, gate, up, L.gate_up_fused() ? c.n_ff : 0, c.n_ff, act, *input_, input_norm_, n, act_);
+  const GateUp g = gate_up_of(L, c.n_ff);
+  if (fusable({&g.gate, &g.up}, n) && g.gate.type == g.up.type && g.gate.row_bytes == g.up.row_bytes) {
+    ops::matvec_glu(ctx_, g.gate, g.up, g.up_row0, c.n_ff, act, *input_, input_norm_, n, act_);
     return;
   }
   if (L.gate_up_fused()) {

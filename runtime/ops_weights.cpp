@@ -75,10 +75,12 @@ static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, con
   }
 }
 
-// The arguments matvec.cl's PARTS variant takes after the others, from index `first`.
-static void set_parts_args(cl::Kernel& k, cl_uint first, const RowNorm& norm, const Buffer& x) {
-  if (norm.w && norm.add.x_out)
-    k.args_at(first, norm.add.n > 0 ? *norm.add.parts : x, norm.add.n, *norm.add.x_out);
+// The arguments matvec.cl's PARTS variant takes after the others, from index `first`; returns
+// the index after them (first itself when the variant is not PARTS).
+static cl_uint set_parts_args(cl::Kernel& k, cl_uint first, const RowNorm& norm, const Buffer& x) {
+  if (!norm.w || !norm.add.x_out) return first;
+  k.args_at(first, norm.add.n > 0 ? *norm.add.parts : x, norm.add.n, *norm.add.x_out);
+  return first + 3;
 }
 
 // matvec.cl's -D options every variant shares: the weight type, the norm inside (its width
@@ -182,9 +184,7 @@ int matvec_glu_down(Context& c, const DeviceWeight& gate, const DeviceWeight& up
   // y is unused under DOWN_PARTS (parts stand in for it).
   k.args(gate.buf, gate.row_bytes, n_ff, gate.cols, x, n_rows, parts, 0, n_ff, up.buf, up_row0,
          norm.w ? *norm.w : x, norm.eps);
-  const cl_uint next = norm.w && norm.add.x_out ? 16 : 13;
-  set_parts_args(k, 13, norm, x);
-  k.args_at(next, down.buf, down.row_bytes, down.rows, parts);
+  k.args_at(set_parts_args(k, 13, norm, x), down.buf, down.row_bytes, down.rows, parts);
   const size_t items = size_t(n_parts) * local;
   k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
   return n_parts;
