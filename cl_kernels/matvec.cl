@@ -189,9 +189,9 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
 #endif
 #if defined(NATIVE_DOT)
   // The input row in 8 bits, once per work-group, before any item returns.
-  const int nb = K / 32;
-  __local int xq[(NATIVE_K / 32 + NATIVE_UNIT) * 8];
-  __local float xd[NATIVE_K / 32 + NATIVE_UNIT], xsum[NATIVE_K / 32 + NATIVE_UNIT], ssq[NATIVE_K / 32 + NATIVE_UNIT];
+  const int nb = NATIVE_NB;  // K / 32
+  __local int xq[(NATIVE_NB + NATIVE_UNIT) * 8];
+  __local float xd[NATIVE_NB + NATIVE_UNIT], xsum[NATIVE_NB + NATIVE_UNIT], ssq[NATIVE_NB + NATIVE_UNIT];
   if (r < n_rows)
     for (int b = get_local_id(0); b < native_padded_blocks(nb); b += get_local_size(0))
       native_quantize_block(xr, nw, b, nb, xq, xd, xsum, ssq);
@@ -218,7 +218,7 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   float s[ROWS];
   for (int i = 0; i < ROWS; ++i)
 #ifdef NATIVE_DOT
-    s[i] = i % OUTS < no ? native_row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), nb, xq, xd, xsum) : 0.0f;
+    s[i] = i % OUTS < no ? native_row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), xq, xd, xsum) : 0.0f;
 #else
     s[i] = i % OUTS < no ? sum16(row_dot(row_of(W, Wu, up_row0, row_bytes, o0, i), row_bytes, xs, K)) : 0.0f;
 #endif

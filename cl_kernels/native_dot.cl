@@ -74,6 +74,11 @@ NATIVE_INLINE int8 native_sign8(const int8 x, const int8 w) {
 }
 #endif
 #define NATIVE_UNIT 4  // blocks per step of a row (a 512-bit vector of Q4 quants, two of Q8_0)
+// Blocks per row, and those after the last whole unit, known when compiling: a row's loop has
+// a fixed trip count and its tail no branches (a tail of runtime length, loaded and converted
+// block by block, had cost 576-wide rows, 4 units and 2 blocks, as much as their 4 units).
+#define NATIVE_NB (NATIVE_K / 32)
+#define NATIVE_TAIL (NATIVE_NB % NATIVE_UNIT)
 
 // Blocks past the last whole unit count as zeros: the local buffers hold nb rounded up to 4.
 inline int native_padded_blocks(const int nb) { return (nb + NATIVE_UNIT - 1) / NATIVE_UNIT * NATIVE_UNIT; }
@@ -165,9 +170,10 @@ NATIVE_INLINE float16 native_q8_pair_fma(__global const uchar* blk, const bool s
 // The offset native_q8_pair_fma's sums carry per block, in units of dw sx: -128 under VNNI.
 #define NATIVE_Q8_OFFSET (NATIVE_DOT == 1 ? -128.0f : 0.0f)
 
-// Row w (nb blocks) against the quantized input: the whole dot product.
-NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __local const int* xq,
-                                   __local const float* xd, __local const float* xs) {
+// Row w (NATIVE_NB blocks) against the quantized input: the whole dot product.
+NATIVE_TARGET float native_row_dot(__global const uchar* w, __local const int* xq, __local const float* xd,
+                                   __local const float* xs) {
+  const int nb = NATIVE_NB;
   float16 acc = (float16)(0.0f);
   float4 accm = (float4)(0.0f);  // NATIVE_Q8_OFFSET dw sx per block lane
   int b = 0;
@@ -202,9 +208,10 @@ NATIVE_INLINE float16 native_unit_fma(const int16 w, __local const int* x, const
   return fma(convert_float16(dot), scale, acc);
 }
 
-// Row w (nb blocks) against the quantized input: the whole dot product.
-NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __local const int* xq,
-                                   __local const float* xd, __local const float* xs) {
+// Row w (NATIVE_NB blocks) against the quantized input: the whole dot product.
+NATIVE_TARGET float native_row_dot(__global const uchar* w, __local const int* xq, __local const float* xd,
+                                   __local const float* xs) {
+  const int nb = NATIVE_NB;
   __global const uchar* quants = q4_quants(w, nb, 0);
   float16 acc = (float16)(0.0f);
   float4 accm = (float4)(0.0f);  // mw sx (Q4_0: -8 dw sx) per block lane
@@ -222,23 +229,27 @@ NATIVE_TARGET float native_row_dot(__global const uchar* w, const int nb, __loca
     accm = fma(mw, vload4(0, xs + b), accm);
     acc = native_unit_fma(vload16(0, (__global const int*)(quants + 16 * b)), xq + 8 * b, dw * vload4(0, xd + b), acc);
   }
-  if (b < nb) {  // the last 1-3 blocks, the rest of their unit zeros
-    int4 q[NATIVE_UNIT];
-    float dd[NATIVE_UNIT];
-    for (int c = 0; c < NATIVE_UNIT; ++c) {
-      const bool live = b + c < nb;
-      q[c] = live ? vload4(0, (__global const int*)(quants + 16 * (b + c))) : (int4)(0);
-      const float dwc = live ? f16_at(q4_scales(w, b + c), 0) : 0.0f;
+#if NATIVE_TAIL > 0
+  {  // the last 1-3 blocks, the rest of their unit zeros
+    __global const int* qt = (__global const int*)(quants + 16 * b);
+    const int16 q = (int16)(vload4(0, qt), NATIVE_TAIL > 1 ? vload4(1, qt) : (int4)(0),
+                            NATIVE_TAIL > 2 ? vload4(2, qt) : (int4)(0), (int4)(0));
+    // The scale halves of 4 blocks from b on: past the row's last block they read its first
+    // quant bytes (in the row, which holds nb * 16 of them after the scales), then masked.
+    const int4 live = (int4)(-1, NATIVE_TAIL > 1 ? -1 : 0, NATIVE_TAIL > 2 ? -1 : 0, 0);
 #if WTYPE == T_Q4_1
-      const float mwc = live ? f16_at(q4_scales(w, b + c), 1) : 0.0f;
+    const float8 dm = __builtin_ia32_vcvtph2ps256(vload8(0, (__global const short*)q4_scales(w, b)));
+    const float4 dw = as_float4(as_int4(dm.even) & live), mw = as_float4(as_int4(dm.odd) & live);
 #else
-      const float mwc = -8.0f * dwc;
+    const float4 dw = as_float4(
+        as_int4(__builtin_ia32_vcvtph2ps(as_short8((int4)(vload2(0, (__global const int*)q4_scales(w, b)), 0, 0)))) &
+        live);
+    const float4 mw = -8.0f * dw;
 #endif
-      dd[c] = dwc * xd[b + c];  // xd, xs are 0 past nb
-      accm[c] = fma(mwc, xs[b + c], accm[c]);
-    }
-    acc = native_unit_fma((int16)(q[0], q[1], q[2], q[3]), xq + 8 * b, vload4(0, dd), acc);
+    accm = fma(mw, vload4(0, xs + b), accm);  // xd, xs are 0 past nb
+    acc = native_unit_fma(q, xq + 8 * b, dw * vload4(0, xd + b), acc);
   }
+#endif
   return sum16(acc) + ((accm.x + accm.y) + (accm.z + accm.w));
 }
 #endif
