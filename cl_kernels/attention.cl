@@ -146,17 +146,55 @@ void attention_decode_split(__global const float* q, __global const kv_t* k_cach
 #endif
 
 // Decode (one query row, at slot n_past) for CPU devices (-D DECODE_LANES; HEAD_DIM a multiple
-// of 16): one work-item per query head, the keys DL at a time. A key's score is HEAD_DIM / 16
-// fused multiply-adds of 16-float vectors and one horizontal sum; the block's DL scores then
-// take one vector exp, and the value rows are added with their probabilities broadcast, so
-// the online softmax rescales once per block instead of once per key. `attention` (one
-// work-item per KV head, a scalar exp per key and head) left a 2-core CPU with 3 items for 2
-// threads and decode at 2K tokens of context at half its 512-token rate (docs/benchmarks.md).
+// of 16): the keys DL at a time. A key's score is HEAD_DIM / 16 fused multiply-adds of 16-float
+// vectors and one horizontal sum; the block's DL scores then take one vector exp, and the value
+// rows are added with their probabilities broadcast, so the online softmax rescales once per
+// block instead of once per key. `attention` (one work-item
+// per KV head, a scalar exp per key and head) left a 2-core CPU with 3 items for 2 threads and
+// decode at 2K tokens of context at half its 512-token rate (docs/benchmarks.md).
 // A slot past n_past in the last block reads slot n_past and is masked (probability 0).
-// Launch: global (n_heads), any local size.
+//   attention_decode_lanes:       a work-item per query head. Launch: global (n_heads).
+//   attention_decode_lanes_group: a work-item per KV head, its GROUP query heads block by block,
+//                                 so each block's keys and values come from memory once and
+//                                 from the L1 cache for the group's other heads (where one item
+//                                 per query head read the cache GROUP times). For KV heads at
+//                                 least as many as the device's compute units (ops::attention).
+//                                 Launch: global (n_kv_heads).
+// Both in work-groups of one item, which the driver spreads over its threads.
 #ifdef DECODE_LANES
 #define DL 16
 #define HV (HEAD_DIM / 16)
+// One block of DL keys from slot j0 for one head: the online softmax (m, s) and acc updated.
+// `last`: the block may reach past n_past; its slots past it read slot n_past and are masked.
+__attribute__((always_inline)) inline void lanes_block(const int j0, const bool last, const int n_past, __global const kv_t* kb,
+                        __global const kv_t* vb, const float16 qv[HV], float16 acc[HV], float* m, float* s) {
+  float sc[DL];
+#pragma unroll
+  for (int k = 0; k < DL; ++k) {
+    __global const kv_t* kr = kb + (size_t)(last ? min(j0 + k, n_past) : j0 + k) * HEAD_DIM;
+    float16 t = qv[0] * KV_LOAD16(0, kr);
+#pragma unroll
+    for (int c = 1; c < HV; ++c) t = fma(qv[c], KV_LOAD16(c, kr), t);
+    sc[k] = !last || j0 + k <= n_past ? sum16(t) : -INFINITY;
+  }
+  const float16 scores = vload16(0, sc);
+  const float bm = fmax(*m, max16(scores));  // finite: slot j0 is always seen
+  const float corr = exp(*m - bm);           // 0 for the first block (m = -inf)
+  const float16 p = exp(scores - bm);
+  *s = *s * corr + sum16(p);
+  *m = bm;
+#pragma unroll
+  for (int c = 0; c < HV; ++c) acc[c] *= corr;
+  float pk[DL];
+  vstore16(p, 0, pk);
+#pragma unroll
+  for (int k = 0; k < DL; ++k) {
+    __global const kv_t* vr = vb + (size_t)(last ? min(j0 + k, n_past) : j0 + k) * HEAD_DIM;
+#pragma unroll
+    for (int c = 0; c < HV; ++c) acc[c] = fma((float16)(pk[k]), KV_LOAD16(c, vr), acc[c]);
+  }
+}
+
 // One query head's decode attention: its normalised output in res, its log-sum-exp returned.
 inline float decode_lanes_head(const int head, __global const float* q, __global const kv_t* k_cache,
                                __global const kv_t* v_cache, const int cap, const int n_past, const float scale,
@@ -170,30 +208,9 @@ inline float decode_lanes_head(const int head, __global const float* q, __global
   float m = -INFINITY, s = 0.0f;
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
-  for (int j0 = max(0, n_past - window + 1); j0 <= n_past; j0 += DL) {
-    float sc[DL];
-#pragma unroll
-    for (int k = 0; k < DL; ++k) {
-      __global const kv_t* kr = kb + (size_t)min(j0 + k, n_past) * HEAD_DIM;
-      float16 t = qv[0] * KV_LOAD16(0, kr);
-      for (int c = 1; c < HV; ++c) t = fma(qv[c], KV_LOAD16(c, kr), t);
-      sc[k] = j0 + k <= n_past ? sum16(t) : -INFINITY;
-    }
-    const float16 scores = vload16(0, sc);
-    const float bm = fmax(m, max16(scores));  // finite: slot j0 is always seen
-    const float corr = exp(m - bm);           // 0 for the first block (m = -inf)
-    const float16 p = exp(scores - bm);
-    s = s * corr + sum16(p);
-    m = bm;
-    for (int c = 0; c < HV; ++c) acc[c] *= corr;
-    float pk[DL];
-    vstore16(p, 0, pk);
-#pragma unroll
-    for (int k = 0; k < DL; ++k) {
-      __global const kv_t* vr = vb + (size_t)min(j0 + k, n_past) * HEAD_DIM;
-      for (int c = 0; c < HV; ++c) acc[c] = fma((float16)(pk[k]), KV_LOAD16(c, vr), acc[c]);
-    }
-  }
+  int j0 = max(0, n_past - window + 1);
+  for (; j0 + DL - 1 <= n_past; j0 += DL) lanes_block(j0, false, n_past, kb, vb, qv, acc, &m, &s);
+  if (j0 <= n_past) lanes_block(j0, true, n_past, kb, vb, qv, acc, &m, &s);
   const float inv = 1.0f / s;
   for (int c = 0; c < HV; ++c) res[c] = acc[c] * inv;
   return m + log(s);
@@ -208,6 +225,36 @@ __kernel void attention_decode_lanes(__global const float* q, __global const kv_
   float16 res[HV];
   lse[head] = decode_lanes_head(head, q, k_cache, v_cache, cap, n_past, scale, window, res);
   for (int c = 0; c < HV; ++c) vstore16(res[c], c, out + head * HEAD_DIM);
+}
+
+__kernel void attention_decode_lanes_group(__global const float* q, __global const kv_t* k_cache,
+                                           __global const kv_t* v_cache, const int cap, const int n_past,
+                                           const float scale, __global float* out, __global float* lse,
+                                           const int n_heads, const int window) {
+  const int g = get_global_id(0);
+  if (g >= n_heads / GROUP) return;
+  float16 qv[GROUP][HV], acc[GROUP][HV];
+  float m[GROUP], s[GROUP];
+  for (int h = 0; h < GROUP; ++h) {
+    for (int c = 0; c < HV; ++c) {
+      qv[h][c] = vload16(c, q + (g * GROUP + h) * HEAD_DIM) * scale;
+      acc[h][c] = (float16)(0.0f);
+    }
+    m[h] = -INFINITY;
+    s[h] = 0.0f;
+  }
+  __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
+  __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
+  int j0 = max(0, n_past - window + 1);
+  for (; j0 + DL - 1 <= n_past; j0 += DL)
+    for (int h = 0; h < GROUP; ++h) lanes_block(j0, false, n_past, kb, vb, qv[h], acc[h], &m[h], &s[h]);
+  if (j0 <= n_past)
+    for (int h = 0; h < GROUP; ++h) lanes_block(j0, true, n_past, kb, vb, qv[h], acc[h], &m[h], &s[h]);
+  for (int h = 0; h < GROUP; ++h) {
+    const float inv = 1.0f / s[h];
+    for (int c = 0; c < HV; ++c) vstore16(acc[h][c] * inv, c, out + (g * GROUP + h) * HEAD_DIM);
+    lse[g * GROUP + h] = m[h] + log(s[h]);
+  }
 }
 
 #ifdef WO_PARTS

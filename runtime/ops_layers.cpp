@@ -194,11 +194,17 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     return;
   }
   if (n == 1 && c.tuning().attention_vec16 && s.head_dim % 16 == 0) {
-    // Decode on a CPU device: a work-item per query head, keys in the vector lanes.
-    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes",
-             attention_options(s) + " -DDECODE_LANES")
+    // Decode on a CPU device, keys in the vector lanes: a work-item per KV head (its query
+    // heads share each block of keys and values as it is read) where there are at least as
+    // many KV heads as threads to run them; else a work-item per query head (Gemma 3 270M's
+    // one KV head would leave all but one thread idle). SmolLM2 (3 KV heads, 2 threads) ran
+    // its decode attention ~15% faster per KV head than per query head (docs/benchmarks.md).
+    const bool grouped = uint64_t(s.n_kv_heads) >= std::max<uint64_t>(1, c.device().compute_units);
+    const int items = grouped ? s.n_kv_heads : s.n_heads;
+    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl",
+             grouped ? "attention_decode_lanes_group" : "attention_decode_lanes", attention_options(s) + " -DDECODE_LANES")
         .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window)
-        .launch(c.queue(), {size_t(s.n_heads)});
+        .launch(c.queue(), {size_t(items)}, {1});
     return;
   }
   if (n == 1) {

@@ -48,8 +48,10 @@ const Case kCases[] = {
     {4, 4, 64, 40, 5}, {9, 3, 16, 11, 13}, {6, 2, 64, 23, 7, 12.0f}, {3, 1, 16, 40, 5, 12.0f},
     {4, 1, 256, 37, 9},  // a chunk of Gemma 3's 256-float heads
     // Decode rows: a long cache (many keys per item of a split), Gemma 3's 256-float heads (four
-    // 64-float slices in the split's merge), a 20-float head (a slice of 5 float4s).
-    {9, 3, 64, 300, 1}, {4, 1, 256, 150, 1}, {2, 1, 20, 57, 1, 12.0f},
+    // 64-float slices in the split's merge), a 20-float head (a slice of 5 float4s). Under vec16
+    // a decode row takes a work-item per KV head where the KV heads are at least the device's
+    // compute units, else one per query head: 8 KV heads and 1 take one each on 2-8 units.
+    {9, 3, 64, 300, 1}, {4, 1, 256, 150, 1}, {2, 1, 20, 57, 1, 12.0f}, {16, 8, 64, 70, 1},
 };
 
 // A KV cache of `cap` slots per head with `used` valid entries; the slots past them hold NaN,
@@ -133,7 +135,8 @@ void expect_mass_of_all_rows(const std::string& what, cl::Context& cx, const ops
 // inside the test cases, and vec16 (rows in vector lanes; its 16-key blocks end inside the
 // cases too) with 4, 8 and 16 rows per work-item (the last work-item of a chunk holds fewer
 // rows, and the rows of one work-item see different keys) and the default ("auto"); under
-// vec16 the decode rows (n == 1) of heads a multiple of 16 wide take attention_decode_lanes.
+// vec16 the decode rows (n == 1) of heads a multiple of 16 wide take attention_decode_lanes or
+// attention_decode_lanes_group.
 std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> attention_variants() {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;
   variants.emplace_back("untiled", testing_support::context_with_tuning("\"attention_tile_rows\": 1"));
