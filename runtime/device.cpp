@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "runtime/cl_error.h"
 
@@ -80,7 +81,21 @@ static int native_dot_of(const DeviceInfo& d) {
   return 0;
 }
 
+// PoCL's CPU driver pins its thread i to CPU i when POCL_AFFINITY=1, read when its devices are
+// first listed, so it is set here, before that, unless the user set it. Decode is ~150 short
+// launches a token, each waking the driver's threads: pinned, SmolLM2 decoded at 123-128 tok/s
+// on a 2-core EPYC against 109-129 unpinned in alternating runs (docs/benchmarks.md). Other
+// drivers ignore the variable.
+static void set_driver_defaults() {
+  static const bool done = [] {
+    setenv("POCL_AFFINITY", "1", /*overwrite=*/0);
+    return true;
+  }();
+  (void)done;
+}
+
 std::vector<DeviceInfo> list_devices() {
+  set_driver_defaults();
   std::vector<DeviceInfo> out;
   cl_uint n_platforms = 0;
   if (clGetPlatformIDs(0, nullptr, &n_platforms) != CL_SUCCESS || n_platforms == 0) return out;
