@@ -154,12 +154,13 @@ void attention_decode_split(__global const float* q, __global const kv_t* k_cach
 // decode at 2K tokens of context at half its 512-token rate (docs/benchmarks.md).
 // A slot past n_past in the last block reads slot n_past and is masked (probability 0).
 //   attention_decode_lanes:       a work-item per query head. Launch: global (n_heads).
-//   attention_decode_lanes_group: a work-item per KV head, its GROUP query heads block by block,
-//                                 so each block's keys and values come from memory once and
-//                                 from the L1 cache for the group's other heads (where one item
-//                                 per query head read the cache GROUP times). For KV heads at
-//                                 least as many as the device's compute units (ops::attention).
-//                                 Launch: global (n_kv_heads).
+//   attention_decode_lanes_group: work-items per KV head, each taking its GROUP query heads
+//                                 block by block, so each block's keys and values come from
+//                                 memory once and from the L1 cache for the group's other heads
+//                                 (where one item per query head read the cache GROUP times);
+//                                 `splits` items per KV head share its blocks and merge (below).
+//                                 Where GROUP * HEAD_DIM fits 16 vectors (ops::attention).
+//                                 Launch: global (n_kv_heads * splits).
 // Both in work-groups of one item, which the driver spreads over its threads.
 #ifdef DECODE_LANES
 #define DL 16
@@ -227,11 +228,18 @@ __kernel void attention_decode_lanes(__global const float* q, __global const kv_
   for (int c = 0; c < HV; ++c) vstore16(res[c], c, out + head * HEAD_DIM);
 }
 
+// attention_decode_lanes_group with the window's 16-key blocks shared out among `splits`
+// items per KV head (item = g * splits + p takes the p-th run of them), so that a device
+// with more threads than KV heads keeps them all busy. With splits > 1 each item leaves its
+// heads' partial softmax (m, s and the unnormalised sum of values) in part ([n_heads][splits]
+// [HEAD_DIM + 2]); the last of a KV head's items to finish, counted in count[g] (zero between
+// launches), merges them into out and lse and puts count[g] back to zero.
 __kernel void attention_decode_lanes_group(__global const float* q, __global const kv_t* k_cache,
                                            __global const kv_t* v_cache, const int cap, const int n_past,
                                            const float scale, __global float* out, __global float* lse,
-                                           const int n_heads, const int window) {
-  const int g = get_global_id(0);
+                                           const int n_heads, const int window, const int splits,
+                                           __global float* part, __global volatile int* count) {
+  const int g = get_global_id(0) / splits, p = get_global_id(0) % splits;
   if (g >= n_heads / GROUP) return;
   float16 qv[GROUP][HV], acc[GROUP][HV];
   float m[GROUP], s[GROUP];
@@ -245,16 +253,49 @@ __kernel void attention_decode_lanes_group(__global const float* q, __global con
   }
   __global const kv_t* kb = k_cache + (size_t)g * cap * HEAD_DIM;
   __global const kv_t* vb = v_cache + (size_t)g * cap * HEAD_DIM;
-  int j0 = max(0, n_past - window + 1);
-  for (; j0 + DL - 1 <= n_past; j0 += DL)
-    for (int h = 0; h < GROUP; ++h) lanes_block(j0, false, n_past, kb, vb, qv[h], acc[h], &m[h], &s[h]);
-  if (j0 <= n_past)
-    for (int h = 0; h < GROUP; ++h) lanes_block(j0, true, n_past, kb, vb, qv[h], acc[h], &m[h], &s[h]);
-  for (int h = 0; h < GROUP; ++h) {
-    const float inv = 1.0f / s[h];
-    for (int c = 0; c < HV; ++c) vstore16(acc[h][c] * inv, c, out + (g * GROUP + h) * HEAD_DIM);
-    lse[g * GROUP + h] = m[h] + log(s[h]);
+  // Blocks of the window [first, n_past]: all whole but the last, which may pass n_past.
+  const int first = max(0, n_past - window + 1), n_blocks = (n_past - first) / DL + 1;
+  const int per = (n_blocks + splits - 1) / splits, b0 = min(p * per, n_blocks), b1 = min(b0 + per, n_blocks);
+  for (int b = b0; b < min(b1, n_blocks - 1); ++b)
+    for (int h = 0; h < GROUP; ++h) lanes_block(first + b * DL, false, n_past, kb, vb, qv[h], acc[h], &m[h], &s[h]);
+  if (b0 < b1 && b1 == n_blocks)
+    for (int h = 0; h < GROUP; ++h)
+      lanes_block(first + (n_blocks - 1) * DL, true, n_past, kb, vb, qv[h], acc[h], &m[h], &s[h]);
+  if (splits == 1) {
+    for (int h = 0; h < GROUP; ++h) {
+      const float inv = 1.0f / s[h];
+      for (int c = 0; c < HV; ++c) vstore16(acc[h][c] * inv, c, out + (g * GROUP + h) * HEAD_DIM);
+      lse[g * GROUP + h] = m[h] + log(s[h]);
+    }
+    return;
   }
+  for (int h = 0; h < GROUP; ++h) {  // an item without blocks leaves m = -inf, s = 0, sums 0
+    __global float* mine = part + ((size_t)(g * GROUP + h) * splits + p) * (HEAD_DIM + 2);
+    mine[0] = m[h];
+    mine[1] = s[h];
+    for (int c = 0; c < HV; ++c) vstore16(acc[h][c], c, mine + 2);
+  }
+  mem_fence(CLK_GLOBAL_MEM_FENCE);  // the partials before the count that publishes them
+  if (atomic_inc(&count[g]) != splits - 1) return;
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+  for (int h = 0; h < GROUP; ++h) {
+    __global const float* ph = part + (size_t)(g * GROUP + h) * splits * (HEAD_DIM + 2);
+    float mx = -INFINITY;
+    for (int i = 0; i < splits; ++i) mx = fmax(mx, ph[i * (HEAD_DIM + 2)]);  // finite: slot n_past is seen
+    float sum = 0.0f;
+    float16 o[HV];
+    for (int c = 0; c < HV; ++c) o[c] = (float16)(0.0f);
+    for (int i = 0; i < splits; ++i) {
+      __global const float* pi = ph + i * (HEAD_DIM + 2);
+      const float w = exp(pi[0] - mx);  // 0 for an item without blocks
+      sum = fma(pi[1], w, sum);
+      for (int c = 0; c < HV; ++c) o[c] = fma(vload16(c, pi + 2), (float16)(w), o[c]);
+    }
+    const float inv = 1.0f / sum;
+    for (int c = 0; c < HV; ++c) vstore16(o[c] * inv, c, out + (g * GROUP + h) * HEAD_DIM);
+    lse[g * GROUP + h] = mx + log(sum);
+  }
+  count[g] = 0;
 }
 
 #ifdef WO_PARTS

@@ -17,10 +17,15 @@ namespace {
 constexpr int kMatvecMaxRows = 4;  // below this many rows, read quantized weights directly
 
 struct Sizes {
-  size_t ids, x, qkv, attn, lse, gu, act, logits, q8, parts;
+  size_t ids, x, qkv, attn, lse, gu, act, logits, q8, parts, split_part, split_count;
   int widest_in;            // widest GEMM input
   size_t largest_weight;    // floats of the largest dequantized weight (or LM-head tile)
 };
+
+// Items per KV head that a decode row's attention may split into (ops::DecodeSplit, as many
+// as ops::decode_splits asks up to this): room for 16 threads over SmolLM2's 3 KV heads; 38 KiB.
+constexpr int kMaxDecodeSplits = 16;
+ops::AttentionShape decode_shape(const LlamaConfig& c) { return {c.n_head, c.n_head_kv, c.head_dim, 1}; }
 
 Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
   const size_t n = chunk, qkv_ld = size_t(c.n_head + 2 * c.n_head_kv) * c.head_dim;
@@ -40,6 +45,8 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
           std::max<size_t>(c.n_vocab, n * std::min(lm_tile, c.n_vocab)) * 4,
           ops::q8_bytes(kMatvecMaxRows, widest_in),
           size_t(std::max(c.n_head, c.n_ff / 32)) * c.n_embd * 4,  // each of o_parts, down_parts
+          ops::decode_split_part_bytes(decode_shape(c), kMaxDecodeSplits),
+          ops::decode_split_count_bytes(decode_shape(c)),
           widest_in,
           w};
 }
@@ -73,6 +80,7 @@ cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const cl::Tu
   const size_t rope_tables = cfg.has_local_layers() ? 2 : 1;
   p[cl::MemCategory::Activations] =
       s.ids * (1 + rope_tables * cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8 +
+      s.split_part + s.split_count +
       (tuning.decode_split_sums ? size_t(cfg.n_embd) * 4 + 2 * s.parts : 0);
   p[cl::MemCategory::Scratch] = s.logits;
   if (cfg.has_local_layers()) {
@@ -107,6 +115,9 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   targets_ = mem.alloc(MemCategory::Activations, s.ids, "ce_targets");
   // Allocated whatever the tuning says (7.5 KiB for SmolLM2), so the plan does not depend on it.
   xq_ = mem.alloc(MemCategory::Activations, s.q8, "x_q8");
+  split_part_ = mem.alloc(MemCategory::Activations, s.split_part, "attn_split_part");
+  split_count_ = mem.alloc(MemCategory::Activations, s.split_count, "attn_split_count");
+  ctx.fill_zero(split_count_, s.split_count);
   if (ctx.tuning().decode_split_sums) {  // only where the tuning splits decode (Forward::split_sums)
     x_row_ = mem.alloc(MemCategory::Activations, size_t(c.n_embd) * 4, "x_row");
     o_parts_ = mem.alloc(MemCategory::Activations, s.parts, "o_parts");
@@ -293,7 +304,8 @@ void Forward::layer(int l, int n) {
     ops::rope_store_kv(ctx_, qkv_, qkv_ld_, c.n_head, c.n_head_kv, c.head_dim, c.n_rot, angles, kv.keys(li),
                        kv.values(li), kv.capacity(), n_past, n, kv.half());
   }
-  ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_);
+  ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_,
+                 {std::min(kMaxDecodeSplits, ops::decode_splits(ctx_, shape)), &split_part_, &split_count_});
   if (mass_ && !local)
     ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), n_past, mass_from_, mass_to_, lse_, *mass_,
                         size_t(li) * c.n_head_kv * kv.capacity());

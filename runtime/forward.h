@@ -112,6 +112,8 @@ class Forward {
   cl::Buffer qkv_;   // [max_chunk][qkv_ld]   q | k | v
   cl::Buffer attn_;  // [max_chunk][n_head*head_dim]
   cl::Buffer lse_;   // [max_chunk][n_head]
+  cl::Buffer split_part_;   // [n_head][kMaxDecodeSplits][head_dim + 2]: decode attention's partials
+  cl::Buffer split_count_;  // [n_head_kv] ints, zero between launches
   cl::Buffer gu_;    // [max_chunk][2*n_ff]   gate | up
   cl::Buffer act_;   // [max_chunk][n_ff]
   // decode_split_sums (one row; allocated only under it): the residual row between the two

@@ -177,9 +177,24 @@ struct AttentionShape {
   float scale = 0.f;  // scores = q.k * scale; 0: 1/sqrt(head_dim)
   int window = 0;     // sliding window: row at slot p sees slots (p - window, p]; 0: all of them
 };
-// attention.cl: out = softmax(q k^T * scale, causal) v; lse per (row, head)
+// A decode row's attention on a CPU device in `splits` work-items per KV head (attention.cl
+// attention_decode_lanes_group; at most one per 16-key block), with their scratch: partial
+// softmaxes, and per KV head a count of the items done, zero between launches (fill_zero it
+// once after allocating). decode_splits: twice the device's compute units over the KV heads.
+struct DecodeSplit {
+  int splits = 1;
+  Buffer* part = nullptr;   // [n_heads][splits][head_dim + 2] floats
+  Buffer* count = nullptr;  // [n_kv_heads] ints
+};
+int decode_splits(const Context& c, const AttentionShape& s);
+// Bytes of part for `splits` items per KV head, and of count.
+size_t decode_split_part_bytes(const AttentionShape& s, int splits);
+size_t decode_split_count_bytes(const AttentionShape& s);
+// attention.cl: out = softmax(q k^T * scale, causal) v; lse per (row, head). split: room for a
+// decode row's attention to run several items per KV head (else one).
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
-               const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse);
+               const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse,
+               const DecodeSplit& split = {});
 // attention.cl WO_PARTS: decode attention (one row at slot n_past, the CPU decode kernel) as
 // `attention` computes it (out, lse), with the output projection split by head: parts[h][o] =
 // Wo[o][h's columns] . out[h], so Wo . out = sum over heads (consumed as RowParts). Call

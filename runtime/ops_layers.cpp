@@ -165,8 +165,19 @@ void attention_wo(Context& c, const AttentionShape& s, const Buffer& q, const Bu
       .launch(c.queue(), {size_t(s.n_heads) * local}, {local});
 }
 
+int decode_splits(const Context& c, const AttentionShape& s) {
+  const uint64_t units = std::max<uint64_t>(1, c.device().compute_units);
+  return static_cast<int>(std::min<uint64_t>((2 * units + s.n_kv_heads - 1) / s.n_kv_heads, 64));
+}
+
+size_t decode_split_part_bytes(const AttentionShape& s, int splits) {
+  return size_t(s.n_heads) * std::max(1, splits) * (s.head_dim + 2) * sizeof(float);
+}
+size_t decode_split_count_bytes(const AttentionShape& s) { return size_t(s.n_kv_heads) * sizeof(cl_int); }
+
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
-               const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse) {
+               const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse,
+               const DecodeSplit& split) {
   if (n_past + n > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
   const float scale = score_scale(s);
   const int window = window_arg(s);
@@ -194,17 +205,31 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     return;
   }
   if (n == 1 && c.tuning().attention_vec16 && s.head_dim % 16 == 0) {
-    // Decode on a CPU device, keys in the vector lanes: a work-item per KV head (its query
-    // heads share each block of keys and values as it is read) where there are at least as
-    // many KV heads as threads to run them; else a work-item per query head (Gemma 3 270M's
-    // one KV head would leave all but one thread idle). SmolLM2 (3 KV heads, 2 threads) ran
-    // its decode attention ~15% faster per KV head than per query head (docs/benchmarks.md).
-    const bool grouped = uint64_t(s.n_kv_heads) >= std::max<uint64_t>(1, c.device().compute_units);
-    const int items = grouped ? s.n_kv_heads : s.n_heads;
-    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl",
-             grouped ? "attention_decode_lanes_group" : "attention_decode_lanes", attention_options(s) + " -DDECODE_LANES")
+    // Decode on a CPU device, keys in the vector lanes. Where a KV head's query heads fit 16
+    // vectors of sums (GROUP * head_dim <= 256 floats), work-items per KV head, its query heads
+    // sharing each block of keys and values as it is read, split.splits of them per KV head
+    // (at most one per block; decode_splits makes the items twice the compute units, so the
+    // threads share the work evenly: SmolLM2's 3 KV heads run 2 items each on 2 cores). Else
+    // (Gemma 3 270M: 4 query heads of 256 floats per KV head) a work-item per query head.
+    const int group = s.n_heads / s.n_kv_heads;
+    if (group * s.head_dim <= 256) {
+      const int blocks = (std::min(n_past + 1, window) + 15) / 16;
+      const int splits = std::max(1, std::min(split.splits, blocks));
+      if (splits > 1 && !(split.part && split.count && split.part->bytes() >= decode_split_part_bytes(s, splits) &&
+                          split.count->bytes() >= decode_split_count_bytes(s)))
+        throw cl::ClError("invalid launch: decode attention split " + std::to_string(splits) +
+                          " ways without scratch for it");
+      c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes_group",
+               attention_options(s) + " -DDECODE_LANES")
+          .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window, splits,
+                splits > 1 ? *split.part : out, splits > 1 ? *split.count : out)
+          .launch(c.queue(), {size_t(s.n_kv_heads) * splits}, {1});
+      return;
+    }
+    c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes",
+             attention_options(s) + " -DDECODE_LANES")
         .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window)
-        .launch(c.queue(), {size_t(items)}, {1});
+        .launch(c.queue(), {size_t(s.n_heads)}, {1});
     return;
   }
   if (n == 1) {

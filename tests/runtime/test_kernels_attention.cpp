@@ -49,8 +49,8 @@ const Case kCases[] = {
     {4, 1, 256, 37, 9},  // a chunk of Gemma 3's 256-float heads
     // Decode rows: a long cache (many keys per item of a split), Gemma 3's 256-float heads (four
     // 64-float slices in the split's merge), a 20-float head (a slice of 5 float4s). Under vec16
-    // a decode row takes a work-item per KV head where the KV heads are at least the device's
-    // compute units, else one per query head: 8 KV heads and 1 take one each on 2-8 units.
+    // a decode row takes a work-item per KV head where its query heads hold at most 256 floats
+    // (the 64-float heads here), else one per query head (Gemma's 4 heads of 256).
     {9, 3, 64, 300, 1}, {4, 1, 256, 150, 1}, {2, 1, 20, 57, 1, 12.0f}, {16, 8, 64, 70, 1},
 };
 
@@ -206,6 +206,49 @@ TEST_F(AttentionKernel, SlidingWindowMatchesReference) {
         // The mass of the window's rows lands only on the keys they see.
         expect_mass_of_all_rows("windowed attention mass " + c.name(), cx, s, rs, c, q, ldq, cache.k, run.d_q, run.d_k,
                                 run.d_lse);
+      }
+}
+
+// A decode row's attention split over several work-items per KV head (ops::DecodeSplit: the
+// window's 16-key blocks shared out, the partial softmaxes merged by the last item to finish):
+// 2, 3 and 7 items (7 more than some cases have blocks: the extra items see none), with and
+// without a sliding window; run twice on the same scratch, since the merge must leave each
+// KV head's count at zero for the next launch.
+TEST_F(AttentionKernel, DecodeSplitMatchesReference) {
+  auto cx_ptr = testing_support::context_with_tuning("\"attention_vec16\": true");
+  cl::Context& cx = *cx_ptr;
+  const Case cases[] = {{6, 2, 64, 23, 1}, {9, 3, 64, 300, 1, 12.0f}, {16, 8, 64, 70, 1}, {2, 2, 16, 40, 1}};
+  for (const Case& c : cases)
+    for (int window : {0, 24})
+      for (int splits : {2, 3, 7}) {
+        SCOPED_TRACE(c.name() + " window " + std::to_string(window) + " splits " + std::to_string(splits));
+        const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4, window};
+        ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
+        s.window = window;
+        const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
+        const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 860 + c.n_past);
+        const std::vector<float> q = make_queries(c, ldq, 870 + c.head_dim);
+        std::vector<float> ref_out(static_cast<size_t>(ldo)), ref_lse(static_cast<size_t>(c.n_heads));
+        ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, 1, ref_out.data(), ldo,
+                       ref_lse.data());
+        cl::Buffer d_q = testing_support::upload(cx, q), d_k = testing_support::upload(cx, cache.k),
+                   d_v = testing_support::upload(cx, cache.v);
+        cl::Buffer part = cx.memory().alloc(cl::MemCategory::Scratch, ops::decode_split_part_bytes(s, splits), "part");
+        cl::Buffer count = cx.memory().alloc(cl::MemCategory::Scratch, ops::decode_split_count_bytes(s), "count");
+        cx.fill_zero(count, ops::decode_split_count_bytes(s));
+        for (int run = 0; run < 2; ++run) {
+          cl::Buffer d_out = testing_support::upload(cx, unwritten(c, ldo));
+          cl::Buffer d_lse = cx.memory().alloc(cl::MemCategory::Scratch, size_t(c.n_heads) * 4, "lse");
+          ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, 1, d_out, ldo, d_lse, {splits, &part, &count});
+          EXPECT_TRUE(all_close("split decode out, run " + std::to_string(run),
+                                testing_support::download(cx, d_out, size_t(ldo)), ref_out, kAttnTol));
+          EXPECT_TRUE(all_close("split decode lse, run " + std::to_string(run),
+                                testing_support::download(cx, d_lse, size_t(c.n_heads)), ref_lse,
+                                [&](size_t i) { return kAttnTol * (1 + std::fabs(ref_lse[i])); }));
+        }
+        std::vector<int32_t> counts(size_t(c.n_kv_heads), -1);
+        cx.read(count, counts.data(), counts.size() * 4);
+        EXPECT_EQ(counts, std::vector<int32_t>(size_t(c.n_kv_heads), 0));
       }
 }
 
