@@ -265,6 +265,14 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
   last_n_ = n;
 }
 
+// The attention mass that the rows [mass_from_, mass_to_) of this step pay to store layer li's
+// entries, into its slice of mass_ (when the step asked for it: EvalOptions::mass).
+void Forward::add_mass(KvStore& kv, int li, const ops::AttentionShape& shape, int n_past) {
+  if (!mass_) return;
+  ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), n_past, mass_from_, mass_to_, lse_, *mass_,
+                      size_t(li) * m_.cfg.n_head_kv * kv.capacity());
+}
+
 void Forward::layer(int l, int n) {
   const LlamaConfig& c = m_.cfg;
   const DeviceLayer& L = m_.layers[l];
@@ -306,9 +314,7 @@ void Forward::layer(int l, int n) {
   }
   ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_,
                  {std::min(kMaxDecodeSplits, ops::decode_splits(ctx_, shape)), &split_part_, &split_count_});
-  if (mass_ && !local)
-    ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), n_past, mass_from_, mass_to_, lse_, *mass_,
-                        size_t(li) * c.n_head_kv * kv.capacity());
+  if (!local) add_mass(kv, li, shape, n_past);
   set_input(attn_, n, q_dim);
   if (c.post_norms) {  // xn is free again: it takes Wo's output, normed into x
     project(L.wo, xn_, c.n_embd, 0, false);                            // xn  = attn Wo^T
@@ -360,9 +366,7 @@ void Forward::layer_split(int l, KvStore& kv, int li, const ops::AttentionShape&
   ops::matvec_qkv_rope(ctx_, L.wqkv, x_, qkv_norm, 1, qkv_, rkv);  // q|k|v [1][qkv_ld]
   // Attention, and each head's share of Wo . attn in o_parts_ [n_head][n_embd].
   ops::attention_wo(ctx_, shape, qkv_, kv.keys(li), kv.values(li), n_past, attn_, lse_, L.wo, o_parts_);
-  if (mass_ && !(window_ && c.is_local(l)))
-    ops::attention_mass(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), n_past, mass_from_, mass_to_, lse_, *mass_,
-                        size_t(li) * c.n_head_kv * kv.capacity());
+  if (!(window_ && c.is_local(l))) add_mass(kv, li, shape, n_past);
   // gate|up of rmsnorm(x_row + the Wo parts) * ffn_norm, the GLU, and each work-group's share of
   // W_down . act in down_parts_; the sum x_row + Wo parts (the residual) lands in x_.
   const ops::RowNorm ffn_norm{&L.ffn_norm, c.rms_eps, {&o_parts_, c.n_head, &x_}};

@@ -84,6 +84,7 @@ class Forward {
   void gate_up_act(const DeviceLayer& L, int n);
   // One transformer block: attention, then the gated feed-forward, each added into x_.
   void layer(int l, int n);
+  void add_mass(KvStore& kv, int li, const ops::AttentionShape& shape, int n_past);
   // Decode of one row in 3 launches (tuning decode_split_sums): the Wo and down products
   // left as split sums that the next normed product adds as it reads the residual. Whether
   // layer l can, and the block itself.

@@ -418,6 +418,10 @@ void bench(const BenchOpts& o) {
         const std::string prompt = (std::filesystem::temp_directory_path() /
                                     ("infinipot-bench-" + std::to_string(getpid()) + "-" + std::to_string(ctx) + ".txt"))
                                        .string();
+        struct RemovedAtExit {  // whichever way this scope ends
+          const std::string& path;
+          ~RemovedAtExit() { std::remove(path.c_str()); }
+        } removed{prompt};
         if (!(std::ofstream(prompt, std::ios::binary) << doc_for(ctx).text))
           throw std::runtime_error("cannot write llama-completion's prompt file " + prompt);
         if (o.llama_resume.empty()) {
@@ -430,11 +434,9 @@ void bench(const BenchOpts& o) {
             l = run_llama_completion_staged(o.llama_dir, o.model, prompt, ctx, o.n_predict, threads, state, stages,
                                             [&](const std::string& s) { progress.status(s); });
           } catch (const std::invalid_argument& e) {
-            std::remove(prompt.c_str());
             throw CLI::ValidationError(e.what());
           }
         }
-        std::remove(prompt.c_str());
       } else {
         l = run_llama_bench(o.llama_dir, o.model, ctx, o.n_predict, o.reps, threads);
       }

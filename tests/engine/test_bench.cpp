@@ -232,6 +232,34 @@ TEST_F(Bench, VsLlamaCppCompletionReadsItsTimingLines) {
                                   kQuick));
 }
 
+// The document file handed to llama-completion goes, whether its run succeeds or fails (a
+// stand-in that writes the timing lines, one that exits 9, a staged run refused).
+TEST_F(Bench, VsLlamaCppLeavesNoPromptFile) {
+  const std::string bin = dir_.file("llama-completion"), tmp = dir_.file("tmp");
+  std::filesystem::create_directory(tmp);
+  const auto run = [&](std::vector<std::string> args) {
+    std::vector<std::string> all = {"bench", "-m", model_, "--no-warmup", "-n", "4", "--ctx", "300", "--policy", "full",
+                                    "--vs-llama-cpp", dir_.path(), "--llama-cpp-tool", "llama-completion"};
+    all.insert(all.end(), args.begin(), args.end());
+    return test::run_infinipot(all, {{{"TMPDIR", tmp}}, kRun});
+  };
+  std::ofstream(bin) << "#!/bin/sh\n"
+                        "echo '0.01.0 I common_perf_print: prompt eval time =    1000.00 ms /   300 tokens (    3.33 ms "
+                        "per token,   300.00 tokens per second)' >&2\n"
+                        "echo '0.01.0 I common_perf_print:        eval time =     100.00 ms /     3 runs   (   33.33 ms "
+                        "per token,    30.00 tokens per second)' >&2\n";
+  std::filesystem::permissions(bin, std::filesystem::perms::owner_all);
+  EXPECT_TRUE(test::succeeded(run({})));
+  std::ofstream(bin) << "#!/bin/sh\nexit 9\n";
+  const auto failed = run({});
+  std::ofstream(dir_.file("state-plan")) << "not a directory";
+  const auto refused = run({"--llama-cpp-resume", dir_.file("state-plan")});
+  EXPECT_NE(refused.exit_code, 0) << refused.describe();
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(tmp)) left.push_back(e.path().filename().string());
+  EXPECT_TRUE(left.empty()) << "left in TMPDIR: " << testing::PrintToString(left) << "\n" << failed.describe();
+}
+
 // --llama-cpp-resume: a prefill of hours in stages through llama-completion's prompt cache.
 // The stand-in plays llama.cpp's part: a prompt of T tokens (its bytes / 4) evaluated at 1 ms
 // a token after the M tokens its cache file holds; --prompt-cache-all writes T into the file.
