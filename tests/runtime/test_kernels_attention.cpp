@@ -81,13 +81,15 @@ struct CaseData {
   int ldq, ldo;
   Cache cache;
   std::vector<float> q;
-  CaseData(const Case& c, uint32_t seed)
-      : rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4},
+  CaseData(const Case& c, uint32_t seed, int window = 0)  // window: a sliding one (0: none)
+      : rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4, window},
         s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap},
         ldq((c.n_heads + 2 * c.n_kv_heads) * c.head_dim),
         ldo(c.n_heads * c.head_dim),
         cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, seed),
-        q(make_queries(c, ldq, seed + 1)) {}
+        q(make_queries(c, ldq, seed + 1)) {
+    s.window = window;
+  }
 };
 
 // One ops::attention call of a case: uploads q and the store's keys and values (floats, or
@@ -222,12 +224,8 @@ TEST_F(AttentionKernel, DecodeSplitMatchesReference) {
     for (int window : {0, 24})
       for (int splits : {2, 3, 7}) {
         SCOPED_TRACE(c.name() + " window " + std::to_string(window) + " splits " + std::to_string(splits));
-        const ref::AttnShape rs{c.n_heads, c.n_kv_heads, c.head_dim, c.n_past + c.n + 4, window};
-        ops::AttentionShape s{c.n_heads, c.n_kv_heads, c.head_dim, rs.cap};
-        s.window = window;
-        const int ldq = (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, ldo = c.n_heads * c.head_dim;
-        const Cache cache(c.n_kv_heads, rs.cap, c.head_dim, c.n_past + c.n, 860 + c.n_past);
-        const std::vector<float> q = make_queries(c, ldq, 870 + c.head_dim);
+        const CaseData d(c, 860 + c.n_past, window);
+        const auto& [rs, s, ldq, ldo, cache, q] = d;
         std::vector<float> ref_out(static_cast<size_t>(ldo)), ref_lse(static_cast<size_t>(c.n_heads));
         ref::attention(rs, q.data(), ldq, cache.k.data(), cache.v.data(), c.n_past, 1, ref_out.data(), ldo,
                        ref_lse.data());
