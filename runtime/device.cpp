@@ -86,16 +86,8 @@ static int native_dot_of(const DeviceInfo& d) {
 // launches a token, each waking the driver's threads: pinned, SmolLM2 decoded at 123-128 tok/s
 // on a 2-core EPYC against 109-129 unpinned in alternating runs (docs/benchmarks.md). Other
 // drivers ignore the variable.
-static void set_driver_defaults() {
-  static const bool done = [] {
-    setenv("POCL_AFFINITY", "1", /*overwrite=*/0);
-    return true;
-  }();
-  (void)done;
-}
-
 std::vector<DeviceInfo> list_devices() {
-  set_driver_defaults();
+  setenv("POCL_AFFINITY", "1", /*overwrite=*/0);
   std::vector<DeviceInfo> out;
   cl_uint n_platforms = 0;
   if (clGetPlatformIDs(0, nullptr, &n_platforms) != CL_SUCCESS || n_platforms == 0) return out;

@@ -118,6 +118,7 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   split_part_ = mem.alloc(MemCategory::Activations, s.split_part, "attn_split_part");
   split_count_ = mem.alloc(MemCategory::Activations, s.split_count, "attn_split_count");
   ctx.fill_zero(split_count_, s.split_count);
+  decode_splits_ = std::min(kMaxDecodeSplits, ops::decode_splits(ctx, decode_shape(c)));
   if (ctx.tuning().decode_split_sums) {  // only where the tuning splits decode (Forward::split_sums)
     x_row_ = mem.alloc(MemCategory::Activations, size_t(c.n_embd) * 4, "x_row");
     o_parts_ = mem.alloc(MemCategory::Activations, s.parts, "o_parts");
@@ -313,7 +314,7 @@ void Forward::layer(int l, int n) {
                        kv.values(li), kv.capacity(), n_past, n, kv.half());
   }
   ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_,
-                 {std::min(kMaxDecodeSplits, ops::decode_splits(ctx_, shape)), &split_part_, &split_count_});
+                 {decode_splits_, &split_part_, &split_count_});
   if (!local) add_mass(kv, li, shape, n_past);
   set_input(attn_, n, q_dim);
   if (c.post_norms) {  // xn is free again: it takes Wo's output, normed into x

@@ -115,6 +115,7 @@ class Forward {
   cl::Buffer lse_;   // [max_chunk][n_head]
   cl::Buffer split_part_;   // [n_head][kMaxDecodeSplits][head_dim + 2]: decode attention's partials
   cl::Buffer split_count_;  // [n_head_kv] ints, zero between launches
+  int decode_splits_ = 1;   // items per KV head of a decode row's attention (ops::decode_splits)
   cl::Buffer gu_;    // [max_chunk][2*n_ff]   gate | up
   cl::Buffer act_;   // [max_chunk][n_ff]
   // decode_split_sums (one row; allocated only under it): the residual row between the two

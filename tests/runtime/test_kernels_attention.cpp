@@ -244,6 +244,10 @@ TEST_F(AttentionKernel, DecodeSplitMatchesReference) {
                                 testing_support::download(cx, d_lse, size_t(c.n_heads)), ref_lse,
                                 [&](size_t i) { return kAttnTol * (1 + std::fabs(ref_lse[i])); }));
         }
+        cl::Buffer d_out = testing_support::upload(cx, unwritten(c, ldo));
+        EXPECT_THROW(ops::attention(cx, s, d_q, ldq, d_k, d_v, c.n_past, 1, d_out, ldo, d_out, {splits}),
+                     cl::ClError)
+            << "a split without scratch is refused";
         std::vector<int32_t> counts(size_t(c.n_kv_heads), -1);
         cx.read(count, counts.data(), counts.size() * 4);
         EXPECT_EQ(counts, std::vector<int32_t>(size_t(c.n_kv_heads), 0));
