@@ -13,7 +13,6 @@
 #include <set>
 #include <sstream>
 
-#include "engine/answer.h"
 #include "engine/nih.h"
 #include "engine/tasks/task_registry.h"
 #include "tests/support/gguf_test_util.h"
