@@ -23,9 +23,10 @@ void apply_clblast_overrides(cl::Context& ctx) {
 
 cl::MemoryPlan GemmLayer::plan(const cl::Tuning& tuning, int max_rows, int max_k, size_t max_weight_floats) {
   cl::MemoryPlan p;
+  const bool packed = tuning.gemm_backend == "packed";
   p[cl::MemCategory::Gemm] =
-      max_weight_floats * 4 +
-      (tuning.gemm_backend == "packed" ? ops::packed_a_floats(max_rows, max_k, tuning.gemm_tile_rows) * 4 : 0);
+      max_weight_floats * 4 + (packed ? ops::packed_a_floats(max_rows, max_k, tuning.gemm_tile_rows) * 4 : 0) +
+      (packed && !tuning.gemm_native_types.empty() ? ops::gemm_native_input_bytes(max_rows, max_k) : 0);
   return p;
 }
 
@@ -33,17 +34,20 @@ GemmLayer::GemmLayer(cl::Context& ctx, const std::string& backend, int max_rows,
     : ctx_(ctx), backend_(backend) {
   if (backend != "packed" && backend != "clblast")
     throw cl::ClError("unknown GEMM backend '" + backend + "' (expected packed or clblast)");
-  if (backend == "packed")
+  if (backend == "packed") {
     packed_a_ = ctx.memory().alloc(
         cl::MemCategory::Gemm, ops::packed_a_floats(max_rows, max_k, ctx.tuning().gemm_tile_rows) * 4, "gemm.packed_a");
-  else
+    if (!ctx.tuning().gemm_native_types.empty() && max_k >= 32)
+      input_native_ = ctx.memory().alloc(cl::MemCategory::Gemm, ops::gemm_native_input_bytes(max_rows, max_k), "gemm.input_native");
+  } else
     apply_clblast_overrides(ctx);
   weights_ = ctx.memory().alloc(cl::MemCategory::Gemm, max_weight_floats * 4, "gemm.weights_f32");
 }
 
 GemmLayer::GemmLayer(GemmLayer&& o) noexcept
     : ctx_(o.ctx_), backend_(std::move(o.backend_)), input_(o.input_), in_rows_(o.in_rows_), in_k_(o.in_k_),
-      packed_a_(std::move(o.packed_a_)), weights_(std::move(o.weights_)), temp_(std::move(o.temp_)),
+      packed_a_(std::move(o.packed_a_)), input_native_(std::move(o.input_native_)), packed_ready_(o.packed_ready_),
+      quantized_ready_(o.quantized_ready_), weights_(std::move(o.weights_)), temp_(std::move(o.temp_)),
       used_clblast_(o.used_clblast_) {
   o.used_clblast_ = false;
 }
@@ -58,11 +62,30 @@ void GemmLayer::set_input(const cl::Buffer& in, int n, int k) {
   input_ = &in;
   in_rows_ = n;
   in_k_ = k;
-  if (backend_ == "packed") ops::pack_a(ctx_, in, n, k, k, packed_a_);
+  packed_ready_ = quantized_ready_ = false;
+}
+
+void GemmLayer::ensure_packed() {
+  if (backend_ == "packed" && !packed_ready_) ops::pack_a(ctx_, *input_, in_rows_, in_k_, in_k_, packed_a_);
+  packed_ready_ = true;
+}
+
+void GemmLayer::ensure_quantized() {
+  if (!quantized_ready_) ops::gemm_native_quantize(ctx_, *input_, in_rows_, in_k_, in_k_, input_native_);
+  quantized_ready_ = true;
+}
+
+bool GemmLayer::native(const ops::DeviceWeight& W) {
+  return backend_ == "packed" && input_native_.bytes() > 0 && ops::gemm_native_fits(ctx_, W);
 }
 
 void GemmLayer::multiply(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int col, bool accumulate) {
   if (!input_ || W.cols != in_k_) throw cl::ClError("GemmLayer::multiply: input width does not match the weight");
+  if (native(W)) {
+    ensure_quantized();
+    return ops::gemm_native(ctx_, in_rows_, W, 0, W.rows, input_native_, weights_, out, ldo, accumulate, col);
+  }
+  ensure_packed();
   if (backend_ == "packed" && ops::gemm_dequant_fits(ctx_, W)) {
     ops::gemm_dequant(ctx_, in_rows_, W, 0, W.rows, packed_a_, weights_, out, ldo, accumulate, col);
   } else if (backend_ == "packed") {
@@ -76,6 +99,11 @@ void GemmLayer::multiply(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, i
 
 void GemmLayer::multiply_rows(const ops::DeviceWeight& W, int row0, int n_rows, cl::Buffer& out, bool accumulate) {
   if (!input_ || W.cols != in_k_) throw cl::ClError("GemmLayer::multiply_rows: input width does not match the weight");
+  if (native(W)) {
+    ensure_quantized();
+    return ops::gemm_native(ctx_, in_rows_, W, row0, n_rows, input_native_, weights_, out, n_rows, accumulate, 0);
+  }
+  ensure_packed();
   if (backend_ == "packed" && ops::gemm_dequant_fits(ctx_, W)) {
     ops::gemm_dequant(ctx_, in_rows_, W, row0, n_rows, packed_a_, weights_, out, n_rows, accumulate, 0);
   } else if (backend_ == "packed") {

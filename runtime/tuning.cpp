@@ -57,7 +57,7 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
     if (j.contains(k) && (!j[k].is_number_integer() || j[k].get<long long>() < 1 || j[k].get<long long>() > 65536))
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be a whole number in [1, 65536], got " +
                     j[k].dump());
-  for (const char* k : {"matvec_int8", "matvec_native_types"})
+  for (const char* k : {"matvec_int8", "matvec_native_types", "gemm_native_types"})
     if (j.contains(k)) {
       bool ok = j[k].is_array();
       for (const auto& v : ok ? j[k] : nlohmann::json::array())
@@ -93,6 +93,7 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
   if (j.contains("matvec_native_types"))
     t.matvec_native_types = j["matvec_native_types"].get<std::vector<std::string>>();
   t.matvec_native_local = j.value("matvec_native_local", t.matvec_native_local);
+  if (j.contains("gemm_native_types")) t.gemm_native_types = j["gemm_native_types"].get<std::vector<std::string>>();
   t.norm_local = j.value("norm_local", t.norm_local);
   t.attention_tile_rows = j.value("attention_tile_rows", t.attention_tile_rows);
   t.attention_key_tile = j.value("attention_key_tile", t.attention_key_tile);
@@ -104,7 +105,7 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
 
 }  // namespace
 
-const char* const kTuningKeys[18] = {"gemm_backend",         "gemm_tile_rows",     "prefill_chunk",
+const char* const kTuningKeys[19] = {"gemm_backend",         "gemm_tile_rows",     "gemm_native_types",  "prefill_chunk",
                                      "attention_vec16",      "attention_vec16_rows", "attention_tile_rows",
                                      "attention_key_tile",   "attention_decode_split", "matvec_int8",
                                      "matvec_fusion",        "matvec_norm_fusion", "matvec_local",
@@ -113,6 +114,7 @@ const char* const kTuningKeys[18] = {"gemm_backend",         "gemm_tile_rows",  
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
+          {"gemm_native_types", gemm_native_types},
           {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_norm_fusion", matvec_norm_fusion}, {"matvec_local", matvec_local}, {"matvec_prefetch", matvec_prefetch},
           {"matvec_native_dot", matvec_native_dot}, {"matvec_native_types", matvec_native_types},
           {"matvec_native_local", matvec_native_local}, {"decode_split_sums", decode_split_sums},

@@ -52,6 +52,10 @@ struct Tuning {
   // The weight types ("Q4_0", "Q4_1", "Q8_0") whose decode products take that native dot.
   std::vector<std::string> matvec_native_types;
   int matvec_native_local = 0;
+  // The weight types ("Q4_0", "Q4_1", "Q8_0") whose prefill products run in the CPU's integer
+  // dot (cl_kernels/gemm_native.cl: the input quantized to 16 bits per 32-block, vpdpwssd) where
+  // the device has AVX-512 VNNI and matvec_native_dot lists it; the others in the float GEMM.
+  std::vector<std::string> gemm_native_types;
   // Decode of one row leaves the Wo product and the down product as split sums inside the
   // launches before them (attention.cl WO_PARTS: attention with each head's share of Wo;
   // matvec.cl DOWN_PARTS: gate|up, GLU and each work-group's share of down), which the next
@@ -64,7 +68,7 @@ struct Tuning {
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[18];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[19];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

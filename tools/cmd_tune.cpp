@@ -103,7 +103,7 @@ std::vector<nlohmann::json> candidates(const std::string& key) {
   if (key == "matvec_native_dot")
     return {nlohmann::json::array(), {"avx512_vnni"}, {"avx512_vnni", "avx2"}};
   if (key == "matvec_native_local") return {8, 16, 32, 64};
-  if (key == "matvec_int8" || key == "matvec_native_types")
+  if (key == "matvec_int8" || key == "matvec_native_types" || key == "gemm_native_types")
     return {nlohmann::json::array(), {"Q4_0", "Q4_1"}, {"Q4_0", "Q4_1", "Q8_0"}};
   return {1, 4, 16, 32, 64, 128, 256};  // work-group sizes
 }

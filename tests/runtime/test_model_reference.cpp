@@ -256,6 +256,69 @@ TEST(ModelReferenceNativeDot, DecodeMatchesLlamaCppAndTheFloatPath) {
   }
 }
 
+// The prefill products in the CPU's integer dot (tuning gemm_native_types: gemm_native.cl,
+// the input rounded to 16 bits per 32-block) against the float GEMM, over every reference
+// prompt's last-row logits and every position's NLL: the same model to within what 16-bit
+// input rounding moves (measured: last-row logits max |diff| 0.003-0.004, NLL 0.0004-0.0014;
+// a wrong block or panel moves logits by whole units). Then against llama.cpp under the bounds
+// above, as the float prefill is.
+TEST(ModelReferenceNativeGemm, PrefillMatchesTheFloatGemmAndLlamaCpp) {
+  const nlohmann::json native = {{"matvec_native_dot", {"avx512_vnni"}}, {"gemm_native_types", {"Q4_0", "Q4_1", "Q8_0"}}};
+  nlohmann::json floats = native;
+  floats["gemm_native_types"] = nlohmann::json::array();
+  {
+    cl::ContextOptions co;
+    co.tuning_overrides = native;
+    cl::Context probe(co);
+    if (probe.device().native_dot != 1)
+      GTEST_SKIP() << probe.device().name << " has no AVX-512 VNNI that PoCL kernels may use";
+  }
+  const auto fixture = test::load_reference_fixture(SmolLM2::kFixture);
+  auto run = [&](const nlohmann::json& tuning, std::vector<std::vector<float>>& last,
+                 std::vector<std::vector<float>>& nll) {
+    EngineOptions o;
+    o.model_path = test::real_model_path();
+    o.tuning_overrides = tuning;
+    Engine engine(o);
+    engine.prepare(512);
+    for (const auto& p : fixture["prompts"]) {
+      const auto tokens = p["tokens"].get<std::vector<TokenId>>();
+      std::vector<TokenId> targets(tokens.size());
+      for (size_t r = 0; r < tokens.size(); ++r) targets[r] = p["top_ids"][r][0].get<TokenId>();
+      engine.kv().reset();
+      engine.forward().eval(tokens);
+      last.push_back(engine.forward().last_logits());
+      engine.kv().reset();
+      engine.forward().eval(tokens);
+      nll.push_back(engine.forward().token_nll(targets));
+    }
+  };
+  std::vector<std::vector<float>> last_n, last_f;
+  std::vector<std::vector<float>> nll_n, nll_f;
+  run(native, last_n, nll_n);
+  run(floats, last_f, nll_f);
+  for (size_t p = 0; p < last_n.size(); ++p) {
+    const std::string name = fixture["prompts"][p]["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    const auto ref = fixture["prompts"][p]["last_logits"].get<std::vector<float>>();
+    double vs_float = 0, vs_ref = 0, sum_ref = 0, nll_vs_float = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      vs_float = std::max(vs_float, double(std::fabs(last_n[p][i] - last_f[p][i])));
+      const double d = std::fabs(double(last_n[p][i]) - ref[i]);
+      vs_ref = std::max(vs_ref, d);
+      sum_ref += d;
+    }
+    for (size_t r = 0; r < nll_n[p].size(); ++r) nll_vs_float = std::max(nll_vs_float, double(std::fabs(nll_n[p][r] - nll_f[p][r])));
+    EXPECT_LE(vs_float, 0.02);
+    EXPECT_GT(vs_float, 0.0) << "the integer GEMM gave the float GEMM's logits bit for bit: it did not run";
+    EXPECT_LE(nll_vs_float, 0.005);
+    EXPECT_LE(vs_ref, kLastRowMaxAbs);
+    EXPECT_LE(sum_ref / ref.size(), kLastRowMeanAbs);
+    std::printf("[%s] integer GEMM: last row vs float GEMM max |diff| %.4f (NLL %.5f), vs llama.cpp max %.4f mean %.4f\n",
+                name.c_str(), vs_float, nll_vs_float, vs_ref, sum_ref / ref.size());
+  }
+}
+
 // decode_split_sums: the Wo and down products left as split sums for the next normed product
 // to add (3 launches a layer), on the float path: decode one by one against the chunked
 // prefill (the bound of DecodeOneByOneEqualsChunkedPrefill: only the summation order differs)
