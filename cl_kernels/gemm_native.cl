@@ -57,9 +57,12 @@ __kernel void gemm_native_quantize(__global const float* X, const int M, const i
   const float8 a8 = fmax(a16.lo, a16.hi);
   const float4 a4 = fmax(a8.lo, a8.hi);
   const float d = fmax(fmax(a4.x, a4.y), fmax(a4.z, a4.w)) / 32767.0f;
-  // |x / d| <= 32767 (up to rounding): rint (half to even) and a plain conversion.
-  const int16 qlo = d == 0.0f ? (int16)(0) : convert_int16(rint(lo / d));
-  const int16 qhi = d == 0.0f ? (int16)(0) : convert_int16(rint(hi / d));
+  // x times 1 / d, not x / d: one division a block instead of 32 (the quotient may round to
+  // the other integer at a tie, within the d / 2 the rounding allows anyway). |x / d| <= 32767
+  // (up to rounding): rint (half to even) and a plain conversion.
+  const float id = d == 0.0f ? 0.0f : 1.0f / d;
+  const int16 qlo = convert_int16(rint(lo * id));
+  const int16 qhi = convert_int16(rint(hi * id));
   const int16 qs = qlo + qhi;
   const int8 s8 = qs.lo + qs.hi;
   const int4 s4 = s8.lo + s8.hi;

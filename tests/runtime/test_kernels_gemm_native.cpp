@@ -25,7 +25,7 @@ using quant::TensorType;
 using testing_support::all_close;
 using testing_support::random_floats;
 
-// The 16-bit input as the kernel makes it (same float divisions, round half to even).
+// The 16-bit input as the kernel makes it (the same float arithmetic, round half to even).
 struct Quantized {
   std::vector<double> value;  // [m][k]: d * q, exactly
   std::vector<double> step;   // [m][k]: the block's d (the input moved by at most d / 2)
@@ -60,10 +60,10 @@ Quantized quantize16(const std::vector<float>& x, int m, int k) {
       const float* xb = x.data() + size_t(r) * k + 32 * b;
       float amax = 0.0f;
       for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-      const float d = amax / 32767.0f;
+      const float d = amax / 32767.0f, id = d == 0.0f ? 0.0f : 1.0f / d;
       for (int j = 0; j < 32; ++j) {
         const size_t i = size_t(r) * k + 32 * b + j;
-        q.value[i] = d == 0.0f ? 0.0 : double(d) * std::nearbyint(xb[j] / d);
+        q.value[i] = double(d) * std::nearbyint(xb[j] * id);
         q.step[i] = d;
       }
     }
