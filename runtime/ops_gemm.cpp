@@ -1,4 +1,4 @@
-// Launchers for gemm.cl (packed GEMM and A packing).
+// Launchers for gemm.cl (packed GEMM and A packing) and gemm_native.cl (the integer-dot GEMM).
 #include <algorithm>
 #include <string>
 
