@@ -1,6 +1,7 @@
 // Prefill products in the CPU's own integer dot instruction, the GEMM counterpart of the decode
-// products of native_dot.cl (the host prepends quant_formats.cl, vector_reduce.cl and
-// native_dot.cl, with -DNATIVE_DOT=1 -DNATIVE_K=K -DWTYPE=..., for NATIVE_TARGET). The packed
+// products of native_dot.cl (the host prepends quant_formats.cl, dequant.cl, vector_reduce.cl,
+// native_dot.cl and gemm.cl, with -DNATIVE_DOT=1 -DNATIVE_K=K -DWTYPE=... for NATIVE_TARGET and
+// -DTILE_M=8 -DPANEL_M=8 for gemm.cl's store_tile, which writes each tile as the float GEMM's). The packed
 // float GEMM (gemm.cl) runs one fma lane per weight and input element; AVX-512 VNNI's
 // `vpdpwssd` runs 32 multiply-adds of 16-bit integers per instruction, summed in pairs into 16
 // int32 lanes, so a 4-bit weight goes in as the integer it is and the float work is left to
@@ -31,6 +32,9 @@
 #define GN_RECORD (GN_STEPS * 64 + 128)  // bytes per block of a panel: the steps, 16 dw, 16 mw
 #define GN_NB (NATIVE_K / 32)             // blocks per row
 #define GN_TILE 8                         // input rows per tile (8 int32 and 8 float accumulators)
+#if defined(NATIVE_DOT) && TILE_M != GN_TILE
+#error "gemm_native.cl stores through gemm.cl's store_tile: compile it with -DTILE_M=8"
+#endif
 
 // The three parts of the quantized input of m_pad rows of k in xq.
 inline __global float* gemm_native_d(__global uchar* xq, const int m_pad, const int k) {
@@ -118,8 +122,8 @@ inline void gemm_native_repack(__global const uchar* W, const int row_bytes, con
   scales[16 + o] = mw;
 }
 
-// One tile: input rows m0 .. m0 + 7 (Aq rows as ints, a pair of elements each) against the
-// panel; C rows m0 .. (< M), columns n0 .. n0 + 15 (< N) (+)= the tile.
+// One tile: input rows m0 .. m0 + 7 (Aq rows as ints, a pair of elements each; m0 a multiple of
+// 8) against the panel; C rows m0 .. (< M), columns n0 .. n0 + 15 (< N) (+)= the tile.
 NATIVE_TARGET void gemm_native_tile(__global const uchar* panel, __global const int* aq, __global const float* ad,
                                     __global const float* asum, const int m0, const int M, const int N, const int n0,
                                     __global float* C, const int c_off, const int ldc) {
@@ -153,19 +157,7 @@ NATIVE_TARGET void gemm_native_tile(__global const uchar* panel, __global const 
 #undef GN_SCALE
   }
   const float16 acc[GN_TILE] = {c0, c1, c2, c3, c4, c5, c6, c7};
-  const int cols = min(16, N - n0);
-  for (int t = 0; t < GN_TILE && m0 + t < M; ++t) {
-    __global float* dst = C + c_off + (size_t)(m0 + t) * ldc + n0;
-    float r[16];
-    vstore16(acc[t], 0, r);
-    for (int j = 0; j < cols; ++j) {
-#ifdef ACCUM
-      dst[j] += r[j];
-#else
-      dst[j] = r[j];
-#endif
-    }
-  }
+  store_tile(acc, M, N, m0 / GN_TILE, n0 / 16, C, c_off, ldc);
 }
 
 // C[m][n0 ..] (+)= the product of rows row0 .. row0 + N - 1 of W: a work-group per 16-row panel

@@ -89,9 +89,10 @@ constexpr int kNativeTile = 8;         // GN_TILE: input rows per tile, the quan
 constexpr size_t kNativeRecord = 1152;  // GN_RECORD: bytes of a 16-row panel per 32-block
 
 cl::Kernel gemm_native_kernel(Context& c, const DeviceWeight& W, bool accumulate) {
-  return c.kernel("quant_formats.cl+vector_reduce.cl+native_dot.cl+gemm_native.cl", "gemm_native",
+  // gemm.cl for its store_tile (8-row tiles, as GN_TILE), which needs dequant.cl under WTYPE.
+  return c.kernel("quant_formats.cl+dequant.cl+vector_reduce.cl+native_dot.cl+gemm.cl+gemm_native.cl", "gemm_native",
                   wtype_option(W.type) + " -DNATIVE_DOT=1 -DNATIVE_K=" + std::to_string(W.cols) +
-                      (accumulate ? " -DACCUM" : ""));
+                      " -DTILE_M=8 -DPANEL_M=8" + (accumulate ? " -DACCUM" : ""));
 }
 }  // namespace
 
