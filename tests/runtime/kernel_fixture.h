@@ -63,6 +63,18 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   return v;
 }
 
+// Input rows for the 8- and 16-bit quantized products: random, but the first 32-element block
+// all zeros (scale 0) and, where k >= 64, a block whose elements span 1e-6 to 300.
+inline std::vector<float> quantization_test_input(int n_rows, int k, uint32_t seed) {
+  std::vector<float> x = random_floats(size_t(n_rows) * k, seed);
+  for (int j = 0; j < 32; ++j) x[j] = 0.0f;
+  if (k >= 64) {
+    for (int j = 32; j < 64; ++j) x[j] *= 1e-6f;
+    x[40] = 300.0f;
+  }
+  return x;
+}
+
 // A weight matrix quantized from random data: the raw ggml blocks, their reference
 // dequantization and the device copy.
 struct TestWeight {

@@ -70,17 +70,6 @@ Quantized quantize16(const std::vector<float>& x, int m, int k) {
   return q;
 }
 
-// Rows with an all-zero block (d = 0) and a block whose elements span 1e-6 to 300.
-std::vector<float> test_input(int m, int k, uint32_t seed) {
-  std::vector<float> x = random_floats(size_t(m) * k, seed);
-  for (int j = 0; j < 32; ++j) x[j] = 0.0f;
-  if (k >= 64) {
-    for (int j = 32; j < 64; ++j) x[j] *= 1e-6f;
-    x[40] = 300.0f;
-  }
-  return x;
-}
-
 class GemmNative : public ::testing::TestWithParam<TensorType> {
  protected:
   void SetUp() override {
@@ -112,7 +101,7 @@ TEST_P(GemmNative, MatchesTheReferenceOfItsQuantizedInput) {
       const size_t c_off = 11;
       auto W = testing_support::make_weight(ctx(), t, rows, k, 100 + k + n);
       ASSERT_TRUE(ops::gemm_native_fits(ctx(), W.dev));
-      const std::vector<float> x = test_input(m, k, 200 + k + m);
+      const std::vector<float> x = testing_support::quantization_test_input(m, k, 200 + k + m);
       auto d_x = testing_support::upload(ctx(), x);
       auto xq = ctx().memory().alloc(cl::MemCategory::Scratch, ops::gemm_native_input_bytes(m, k), "xq");
       auto bp = ctx().memory().alloc(cl::MemCategory::Scratch, ops::gemm_native_panel_bytes(n, k), "bp");
@@ -157,7 +146,7 @@ TEST_P(GemmNative, MatchesTheFloatProductWithinInputRounding) {
   for (int k : {96, 576}) {
     const int m = 9, n = 40;
     auto W = testing_support::make_weight(ctx(), t, n, k, 400 + k);
-    const std::vector<float> x = test_input(m, k, 500 + k);
+    const std::vector<float> x = testing_support::quantization_test_input(m, k, 500 + k);
     auto d_x = testing_support::upload(ctx(), x);
     auto xq = ctx().memory().alloc(cl::MemCategory::Scratch, ops::gemm_native_input_bytes(m, k), "xq");
     auto bp = ctx().memory().alloc(cl::MemCategory::Scratch, ops::gemm_native_panel_bytes(n, k), "bp");
@@ -194,7 +183,7 @@ TEST_P(GemmNative, LayerMixesIntegerAndFloatProductsOnOneInput) {
   auto Wf = testing_support::make_weight(ctx(), TensorType::F32, n, k, 601);
   ASSERT_TRUE(ops::gemm_native_fits(ctx(), Wq.dev));
   ASSERT_FALSE(ops::gemm_native_fits(ctx(), Wf.dev));
-  const std::vector<float> x = test_input(m, k, 602);
+  const std::vector<float> x = testing_support::quantization_test_input(m, k, 602);
   auto d_x = testing_support::upload(ctx(), x);
   GemmLayer g(ctx(), "packed", m, k, ops::panel_floats(n, k));
   const std::vector<float> c0 = random_floats(size_t(m) * 2 * n, 603);

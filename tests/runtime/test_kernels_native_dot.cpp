@@ -32,17 +32,6 @@ using testing_support::random_floats;
 // SmolLM2's widths (18 blocks: 4 units and a pair; 48: whole units); 96: three blocks, no unit.
 const int kWidths[] = {32, 96, 160, 576, 1536};
 
-// Rows of input with an all-zero block (d = 0) and a block whose elements span 1e-6 to 300.
-std::vector<float> test_input(int n_rows, int k, uint32_t seed) {
-  std::vector<float> x = random_floats(size_t(n_rows) * k, seed);
-  for (int j = 0; j < 32; ++j) x[j] = 0.0f;
-  if (k >= 64) {
-    for (int j = 32; j < 64; ++j) x[j] *= 1e-6f;
-    x[40] = 300.0f;
-  }
-  return x;
-}
-
 // (weight type, ContextOptions::native_dot_form: -1 the device's own, 2 AVX2)
 class NativeDot : public ::testing::TestWithParam<std::tuple<TensorType, int>> {
  protected:
@@ -113,7 +102,7 @@ TEST_P(NativeDot, MatvecMatchesIntegerReference) {
       for (bool accumulate : {false, true}) {
         const std::string what = std::string("native matvec ") + quant::traits(t).name + " K=" + std::to_string(k) +
                                  " rows=" + std::to_string(n_rows) + (accumulate ? " accumulate" : "");
-        const std::vector<float> x = test_input(n_rows, k, 300 + k + n_rows);
+        const std::vector<float> x = testing_support::quantization_test_input(n_rows, k, 300 + k + n_rows);
         auto d_x = upload(x);
         const std::vector<float> y0 = random_floats(y_off + size_t(n_rows) * ldy, 400 + n_rows);
         auto d_y = upload(y0);
@@ -140,7 +129,7 @@ TEST_P(NativeDot, MatvecMatchesFloatReferenceWithinInputRounding) {
   for (int k : kWidths) {
     const int rows = 37, n_rows = 3;
     auto W = testing_support::make_weight(ctx(), t, rows, k, 500 + k);
-    const std::vector<float> x = test_input(n_rows, k, 600 + k);
+    const std::vector<float> x = testing_support::quantization_test_input(n_rows, k, 600 + k);
     auto d_x = upload(x);
     auto d_y = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n_rows) * rows * 4, "y");
     ops::matvec(ctx(), W.dev, d_x, n_rows, d_y, rows, false);
@@ -161,7 +150,7 @@ TEST_P(NativeDot, MatvecNormMatchesIntegerReference) {
     const int rows = 133;
     auto W = testing_support::make_weight(ctx(), t, rows, k, 700 + k);
     for (int n_rows : {1, 3}) {
-      const std::vector<float> x = test_input(n_rows, k, 800 + k + n_rows);
+      const std::vector<float> x = testing_support::quantization_test_input(n_rows, k, 800 + k + n_rows);
       const std::vector<float> nw = random_floats(k, 900 + k, 0.5f, 1.5f);
       auto d_x = upload(x), d_nw = upload(nw);
       auto d_y = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n_rows) * rows * 4, "y");
@@ -199,7 +188,7 @@ TEST_P(NativeDot, MatvecNormMatchesIntegerReference) {
 TEST_P(NativeDot, FusedEpiloguesMatchThePlainProduct) {
   const TensorType t = type();
   const int k = 576, n_rows = 2;
-  const std::vector<float> x = test_input(n_rows, k, 1000);
+  const std::vector<float> x = testing_support::quantization_test_input(n_rows, k, 1000);
   auto d_x = upload(x);
   {  // gate|up fused in one matrix (up rows from n_ff), SiLU
     const int n_ff = 150;
@@ -251,7 +240,7 @@ TEST_P(NativeDot, SplitSumsReadTheRowThePlainProductReads) {
   const TensorType t = type();
   const int k = 576, rows = 45, n_parts = 3, n_ff = 160, n_embd = 45;
   const float eps = 1e-5f;
-  const std::vector<float> x = test_input(1, k, 1100), parts = random_floats(size_t(n_parts) * k, 1101, -0.3f, 0.3f);
+  const std::vector<float> x = testing_support::quantization_test_input(1, k, 1100), parts = random_floats(size_t(n_parts) * k, 1101, -0.3f, 0.3f);
   const std::vector<float> nw = random_floats(k, 1102, 0.5f, 1.5f);
   std::vector<float> summed = x;
   for (int p = 0; p < n_parts; ++p)
