@@ -181,9 +181,9 @@ class Engine {
   void open_context();
   cl::MemoryPlan plan_for(int kv_capacity, const PotOptions* pot) const;
   int chunk_of(int kv_capacity) const;  // planned_chunk once the context is open
-  // Samples from logits until EOS or n_predict, evaluating each token (the prompt is in).
-  void decode(std::vector<float> logits, const GenerateOptions& opts, std::chrono::steady_clock::time_point t0,
-              GenerateResult& r);
+  // Samples the next token from the last row evaluated (greedy on the device), evaluates it,
+  // until EOS or n_predict (the prompt is in).
+  void decode(const GenerateOptions& opts, std::chrono::steady_clock::time_point t0, GenerateResult& r);
   std::string model_id_;
   TokenId stream_held_ = -1;  // the last document token fed, not yet read (see stream_read)
   int stream_read_ = 0;       // prefix + document tokens fed so far

@@ -53,7 +53,7 @@ GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const Genera
       opts.on_prefill({static_cast<int>(i + part.size()), r.prompt_tokens, seconds_since(t0), 0});
   }
   r.prefill_s = seconds_since(t0);
-  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  decode(opts, t0, r);
   return r;
 }
 
@@ -132,7 +132,7 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   }
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prefill_s = seconds_since(t0);
-  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  decode(opts, t0, r);
   return r;
 }
 
@@ -150,18 +150,23 @@ GenerateResult Engine::generate_restored(const PromptParts& prompt, const PotSna
   pot_->restore(snap, catalyst, question_rows);
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prefill_s = seconds_since(t0);
-  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  decode(opts, t0, r);
   return r;
 }
 
-void Engine::decode(std::vector<float> logits, const GenerateOptions& opts, Clock::time_point t0, GenerateResult& r) {
+void Engine::decode(const GenerateOptions& opts, Clock::time_point t0, GenerateResult& r) {
   r.stop_reason = "length";
   if (opts.n_predict == 0) return;
   Sampler sampler(opts.sampler);
+  // Greedy decoding picks the token on the device and reads back one int a step; sampling
+  // reads the logits row.
+  auto next_token = [&] {
+    return sampler.greedy() ? forward_->last_greedy_token() : sampler.sample(forward_->last_logits());
+  };
   const auto t_decode = Clock::now();
   std::string pending;  // bytes not yet streamed (incomplete UTF-8)
   for (int i = 0; i < opts.n_predict; ++i) {
-    const TokenId tok = sampler.sample(logits);
+    const TokenId tok = next_token();
     if (i == 0) r.ttft_s = seconds_since(t0);
     if (!opts.ignore_eos && tokenizer_->is_end_of_generation(tok)) {
       r.stop_reason = "eos";
@@ -178,10 +183,9 @@ void Engine::decode(std::vector<float> logits, const GenerateOptions& opts, Cloc
     if (pot_) pot_->append(tok);  // the pot records the answer's slots and positions too
     else {
       trace::Span span("decode", "decode token");
-      forward_->eval({tok});
+      forward_->eval(&tok, 1);
       trace::sync(ctx_->queue());
     }
-    logits = forward_->last_logits();
   }
   if (opts.on_text && !pending.empty()) opts.on_text(pending);
   r.decode_s = seconds_since(t_decode);

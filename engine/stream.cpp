@@ -43,7 +43,7 @@ GenerateResult Engine::stream_answer(const std::vector<TokenId>& final_part, con
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prompt_tokens = stream_read_ + static_cast<int>(final_part.size());
   r.prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  decode(opts.n_predict > 0 ? forward_->last_logits() : std::vector<float>{}, opts, t0, r);
+  decode(opts, t0, r);
   return r;
 }
 

@@ -196,6 +196,20 @@ void Context::write(const Buffer& dst, const void* src, size_t bytes, size_t off
         "clEnqueueWriteBuffer");
 }
 
+EventHandle Context::write_async(const Buffer& dst, const void* src, size_t bytes, size_t offset) const {
+  if (!bytes) return EventHandle();
+  cl_event done = nullptr;
+  check(clEnqueueWriteBuffer(queue_.get(), dst.get(), CL_FALSE, offset, bytes, src, 0, nullptr, &done),
+        "clEnqueueWriteBuffer");
+  return EventHandle(done);
+}
+
+void Context::wait(const EventHandle& done) {
+  if (!done) return;
+  const cl_event e = done.get();
+  check(clWaitForEvents(1, &e), "clWaitForEvents");
+}
+
 void Context::read(const Buffer& src, void* dst, size_t bytes, size_t offset) const {
   if (!bytes) return;
   check(clEnqueueReadBuffer(queue_.get(), src.get(), CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr),

@@ -50,6 +50,10 @@ class Context {
   void finish() const;
   void write(const Buffer& dst, const void* src, size_t bytes, size_t offset = 0) const;
   void read(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) const;
+  // A write that returns at once: src must stay as it is until the returned event completes
+  // (wait(); any later blocking read or finish() of the in-order queue implies it).
+  EventHandle write_async(const Buffer& dst, const void* src, size_t bytes, size_t offset = 0) const;
+  static void wait(const EventHandle& done);  // no-op for an empty handle
   void copy(const Buffer& src, const Buffer& dst, size_t bytes, size_t src_off = 0, size_t dst_off = 0) const;
   void fill_zero(const Buffer& dst, size_t bytes, size_t offset = 0) const;
 

@@ -80,6 +80,7 @@ cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const cl::Tu
   const size_t rope_tables = cfg.has_local_layers() ? 2 : 1;
   p[cl::MemCategory::Activations] =
       s.ids * (1 + rope_tables * cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8 +
+      sizeof(int) +  // the greedy token
       s.split_part + s.split_count +
       (tuning.decode_split_sums ? size_t(cfg.n_embd) * 4 + 2 * s.parts : 0);
   p[cl::MemCategory::Scratch] = s.logits;
@@ -113,6 +114,7 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   ce_s_ = mem.alloc(MemCategory::Activations, s.ids, "ce_sum");
   ce_t_ = mem.alloc(MemCategory::Activations, s.ids, "ce_target_logit");
   targets_ = mem.alloc(MemCategory::Activations, s.ids, "ce_targets");
+  greedy_ = mem.alloc(MemCategory::Activations, sizeof(int), "greedy_token");
   // Allocated whatever the tuning says (7.5 KiB for SmolLM2), so the plan does not depend on it.
   xq_ = mem.alloc(MemCategory::Activations, s.q8, "x_q8");
   split_part_ = mem.alloc(MemCategory::Activations, s.split_part, "attn_split_part");
@@ -227,27 +229,40 @@ void Forward::project(const ops::DeviceWeight& W, cl::Buffer& out, int ldo, int 
 }
 
 void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) {
+  eval(tokens.data(), static_cast<int>(tokens.size()), opts);
+}
+
+void Forward::upload_rows(const TokenId* tokens, int n, int first, int local_first) {
   const LlamaConfig& c = m_.cfg;
-  const int n = static_cast<int>(tokens.size());
-  if (n == 0) return;
+  // The in-order queue has run the last uploads by the time a later step read anything back;
+  // waiting here covers evaluations with no read between them.
+  cl::Context::wait(ids_written_);
+  cl::Context::wait(angles_written_);
+  cl::Context::wait(angles_local_written_);
+  ids_host_.assign(tokens, tokens + n);
+  ids_written_ = ctx_.write_async(ids_, ids_host_.data(), size_t(n) * sizeof(int));
+  ops::rope_angles(first, n, c.n_rot, c.rope_theta, c.rope_freq_factors, angles_host_);
+  angles_written_ = ctx_.write_async(pos_, angles_host_.data(), angles_host_.size() * sizeof(float));
+  if (window_) {  // local layers: positions in the local store (slot == position there)
+    ops::rope_angles(local_first, n, c.n_rot, c.rope_theta_local, {}, angles_local_host_);
+    angles_local_written_ =
+        ctx_.write_async(pos_local_, angles_local_host_.data(), angles_local_host_.size() * sizeof(float));
+  }
+}
+
+void Forward::eval(const TokenId* tokens, int n, const EvalOptions& opts) {
+  const LlamaConfig& c = m_.cfg;
+  if (n <= 0) return;
   if (n > max_chunk_)
     throw cl::ClError("eval: " + std::to_string(n) + " tokens exceed the chunk size " + std::to_string(max_chunk_));
   if (n > kv_.free_slots())
     throw cl::ClError("eval: " + std::to_string(n) + " tokens do not fit in the KV store (" +
                       std::to_string(kv_.free_slots()) + " free slots)");
-  for (TokenId t : tokens)
-    if (t < 0 || t >= c.n_vocab) throw cl::ClError("eval: token id " + std::to_string(t) + " outside the vocabulary");
-  std::vector<int> pos(n);
-  std::iota(pos.begin(), pos.end(), kv_.next_position());
-  ctx_.write(ids_, tokens.data(), n * sizeof(int));
-  const std::vector<float> angles = ops::rope_angles(pos, c.n_rot, c.rope_theta, c.rope_freq_factors);
-  ctx_.write(pos_, angles.data(), angles.size() * sizeof(float));
-  if (window_) {  // local layers: positions in the local store (slot == position there)
-    reserve_window(n);
-    std::iota(pos.begin(), pos.end(), window_->next_position());
-    const std::vector<float> local = ops::rope_angles(pos, c.n_rot, c.rope_theta_local);
-    ctx_.write(pos_local_, local.data(), local.size() * sizeof(float));
-  }
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab)
+      throw cl::ClError("eval: token id " + std::to_string(tokens[i]) + " outside the vocabulary");
+  if (window_) reserve_window(n);
+  upload_rows(tokens, n, kv_.next_position(), window_ ? window_->next_position() : 0);
   mass_ = opts.mass;
   mass_from_ = opts.mass_from_row;
   mass_to_ = opts.mass_to_row < 0 ? n : std::min(n, opts.mass_to_row);
@@ -260,7 +275,9 @@ void Forward::eval(const std::vector<TokenId>& tokens, const EvalOptions& opts) 
   resolve_parts();
   // Final norm of every row: the LM head reads xn.
   ops::rms_norm(ctx_, x_, m_.output_norm, xn_, n, c.n_embd, c.rms_eps);
-  ctx_.finish();
+  // A chunk is waited for (its callers time it and read its results); a decode row goes on
+  // into the LM head and the one read of its token without a stop in between.
+  if (n > 1) ctx_.finish();
   kv_.commit(n);
   if (window_) window_->commit(n);
   last_n_ = n;
@@ -403,16 +420,31 @@ void Forward::gate_up_act(const DeviceLayer& L, int n) {
   else ops::swiglu(ctx_, gu_, n, c.n_ff, act_);                                // act [n][n_ff]
 }
 
-std::vector<float> Forward::last_logits() {
+void Forward::lm_head_last_row() {
   const LlamaConfig& c = m_.cfg;
   if (last_n_ == 0) throw cl::ClError("last_logits: nothing evaluated yet");
-  // Move the last normed row to the front of x (free after eval) for the matvec.
-  ctx_.copy(xn_, x_, size_t(c.n_embd) * 4, size_t(last_n_ - 1) * c.n_embd * 4, 0);
-  set_input(x_, 1, c.n_embd);
+  if (last_n_ == 1) {
+    set_input(xn_, 1, c.n_embd);  // a decode row is already the first row of xn
+  } else {  // move the last normed row to the front of x (free after eval) for the matvec
+    ctx_.copy(xn_, x_, size_t(c.n_embd) * 4, size_t(last_n_ - 1) * c.n_embd * 4, 0);
+    set_input(x_, 1, c.n_embd);
+  }
   project(m_.lm_head(), logits_, c.n_vocab, 0, false);                         // logits [n_vocab]
-  std::vector<float> out(c.n_vocab);
-  ctx_.read(logits_, out.data(), out.size() * 4);
-  return out;
+}
+
+const std::vector<float>& Forward::last_logits() {
+  lm_head_last_row();
+  logits_host_.resize(m_.cfg.n_vocab);
+  ctx_.read(logits_, logits_host_.data(), logits_host_.size() * 4);
+  return logits_host_;
+}
+
+TokenId Forward::last_greedy_token() {
+  lm_head_last_row();
+  ops::argmax_row(ctx_, logits_, m_.cfg.n_vocab, greedy_);
+  TokenId token = 0;
+  ctx_.read(greedy_, &token, sizeof(token));
+  return token;
 }
 
 std::vector<float> Forward::token_nll(const std::vector<TokenId>& targets) {

@@ -40,9 +40,15 @@ class Forward {
                              int lm_tile = 4096);
 
   // Runs tokens at positions kv.next_position() ..; n <= max_chunk and must fit in the KV store.
+  // A chunk's rows run to the end before eval() returns; a single row (decode) is only
+  // queued, and the next read (last_greedy_token, last_logits) waits for it.
   void eval(const std::vector<TokenId>& tokens, const EvalOptions& opts = {});
-  // Logits [n_vocab] of the last row of the last eval().
-  std::vector<float> last_logits();
+  void eval(const TokenId* tokens, int n, const EvalOptions& opts = {});
+  // Logits [n_vocab] of the last row of the last eval(), valid until the next call.
+  const std::vector<float>& last_logits();
+  // The greedy token of the last row of the last eval() (Sampler::argmax of its logits),
+  // chosen on the device: a decode step reads back one int, not n_vocab floats.
+  TokenId last_greedy_token();
   // -log p(targets[r] | rows <= r) for the first targets.size() rows of the last eval() (rows
   // after them are not scored: the pot's catalyst rows); targets[r] < 0 skips a row (its value
   // is NaN). Tiled over the vocabulary: no [n x n_vocab] matrix is ever held.
@@ -92,6 +98,11 @@ class Forward {
   void layer_split(int l, KvStore& kv, int li, const ops::AttentionShape& shape, const cl::Buffer& angles);
   // Adds split sums still pending into x_ (before a product or reader that does not take them).
   void resolve_parts();
+  // Writes the token ids and RoPE tables of rows at positions first.. (and the local layers'
+  // from local_first) through host staging that persists, without waiting for the copies.
+  void upload_rows(const TokenId* tokens, int n, int first, int local_first);
+  // The LM head of the last row of the last eval() into logits_.
+  void lm_head_last_row();
 
   cl::Context& ctx_;
   const DeviceModel& m_;
@@ -137,6 +148,13 @@ class Forward {
   cl::Buffer xq_;            // [kMatvecMaxRows][widest input / 32] Q8 blocks (ops::quantize_q8)
   cl::Buffer logits_;  // [max(n_vocab, max_chunk*lm_tile)] floats: decode logits / CE tile
   cl::Buffer ce_m_, ce_s_, ce_t_, targets_;  // [max_chunk] each
+  cl::Buffer greedy_;  // [1] int: last_greedy_token's answer
+  // Host side of the per-row uploads (kept, so a decode step allocates nothing), each staging
+  // vector untouched until its write's event completes.
+  std::vector<TokenId> ids_host_;
+  std::vector<float> angles_host_, angles_local_host_;
+  cl::EventHandle ids_written_, angles_written_, angles_local_written_;
+  std::vector<float> logits_host_;  // [n_vocab]: last_logits()
 };
 
 }  // namespace infinipot

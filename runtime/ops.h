@@ -163,6 +163,10 @@ void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, 
 // angle divided by freq_factors[i] when given ([n_rot/2], Llama 3's rope_freqs).
 std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta,
                                const std::vector<float>& freq_factors = {});
+// The same table for the n positions first, first+1, .. into cs (resized; no allocation once
+// it has held a table as large): what a decode step fills each token.
+void rope_angles(int first, int n, int n_rot, float theta, const std::vector<float>& freq_factors,
+                 std::vector<float>& cs);
 // rope.cl: re-rotate cached keys by delta[h][slot], in two steps so that layers sharing one
 // delta list compute its angles once: rope_shift_angles fills the (cos, sin) table from delta,
 // rope_shift applies it to one layer.   k_cache: [n_heads][cap][head_dim]   delta: [n_heads][cap]
@@ -224,6 +228,10 @@ void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ld
 void ce_init(Context& c, Buffer& m, Buffer& s, Buffer& tl, int n);
 void ce_update(Context& c, const Buffer& logits, int n, int tile, int v0, const Buffer& targets, Buffer& m,
                Buffer& s, Buffer& tl);
+
+// argmax.cl: out[0] = the first index of the largest of x[0 .. n) (NaN never wins; 0 for a row
+// of NaN), the greedy token of a row of logits.      x: [n] floats   out: [1] int
+void argmax_row(Context& c, const Buffer& x, int n, Buffer& out);
 
 // act_round.cl (--round-activations): x rounded in place to the values llama.cpp's CPU backend
 // multiplies after quantizing a product's input to the weight type's 8-bit (or f16) input

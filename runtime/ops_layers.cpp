@@ -1,4 +1,5 @@
-// Launchers for norm.cl, rope.cl, elementwise.cl, kv_cache.cl, attention.cl, cross_entropy.cl.
+// Launchers for norm.cl, rope.cl, elementwise.cl, kv_cache.cl, attention.cl, cross_entropy.cl,
+// argmax.cl.
 #include <cmath>
 #include <string>
 
@@ -55,12 +56,12 @@ void rope_store_kv(Context& c, Buffer& qkv, int ld, int n_head, int n_kv_heads, 
       .launch(c.queue(), {size_t(head_dim / 2), size_t(n_head + n_kv_heads), size_t(n_tokens)});
 }
 
-std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta,
-                               const std::vector<float>& freq_factors) {
+namespace {
+void fill_rope_angles(const int* pos, size_t n, int n_rot, float theta, const std::vector<float>& freq_factors,
+                      float* cs) {
   if (!freq_factors.empty() && freq_factors.size() != size_t(n_rot / 2))
     throw cl::ClError("rope_angles: freq_factors must hold n_rot/2 entries");
-  std::vector<float> cs(pos.size() * n_rot);
-  for (size_t t = 0; t < pos.size(); ++t)
+  for (size_t t = 0; t < n; ++t)
     for (int i = 0; i < n_rot / 2; ++i) {
       // Double precision: the angle of a large position must not lose its fraction.
       double a = pos[t] * std::pow(double(theta), -2.0 * i / n_rot);
@@ -68,7 +69,23 @@ std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float the
       cs[t * n_rot + 2 * i] = static_cast<float>(std::cos(a));
       cs[t * n_rot + 2 * i + 1] = static_cast<float>(std::sin(a));
     }
+}
+}  // namespace
+
+std::vector<float> rope_angles(const std::vector<int>& pos, int n_rot, float theta,
+                               const std::vector<float>& freq_factors) {
+  std::vector<float> cs(pos.size() * n_rot);
+  fill_rope_angles(pos.data(), pos.size(), n_rot, theta, freq_factors, cs.data());
   return cs;
+}
+
+void rope_angles(int first, int n, int n_rot, float theta, const std::vector<float>& freq_factors,
+                 std::vector<float>& cs) {
+  cs.resize(size_t(n) * n_rot);
+  for (int t = 0; t < n; ++t) {
+    const int p = first + t;
+    fill_rope_angles(&p, 1, n_rot, theta, freq_factors, cs.data() + size_t(t) * n_rot);
+  }
 }
 
 size_t rope_shift_table_bytes(int n_heads, int cap, int n_rot) { return size_t(n_heads) * cap * (n_rot / 2) * 8; }
@@ -277,6 +294,18 @@ void ce_update(Context& c, const Buffer& logits, int n, int tile, int v0, const 
   c.kernel("vector_reduce.cl+cross_entropy.cl", "ce_update")
       .args(logits, n, tile, v0, targets, m, s, tl)
       .launch(c.queue(), {size_t(n)});
+}
+
+// Items of argmax_row's one work-group: a power of two every device's work-group size allows.
+constexpr int kArgmaxItems = 64;
+
+void argmax_row(Context& c, const Buffer& x, int n, Buffer& out) {
+  if (n < 1 || x.bytes() < size_t(n) * sizeof(float) || out.bytes() < sizeof(int))
+    throw cl::ClError("invalid launch: argmax_row of " + std::to_string(n) + " floats");
+  const int chunk = (n + kArgmaxItems - 1) / kArgmaxItems;
+  c.kernel("vector_reduce.cl+argmax.cl", "argmax_row", "-DARGMAX_ITEMS=" + std::to_string(kArgmaxItems))
+      .args(x, n, chunk, out)
+      .launch(c.queue(), {size_t(kArgmaxItems)}, {size_t(kArgmaxItems)});
 }
 
 }  // namespace infinipot::ops

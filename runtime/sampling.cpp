@@ -14,10 +14,10 @@ Sampler::Sampler(const SamplerOptions& opts) : opts_(opts), rng_(opts.seed) {
 
 TokenId Sampler::argmax(const std::vector<float>& logits) {
   // First maximum, as llama.cpp's greedy sampler; NaN never wins.
-  TokenId best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best] || std::isnan(logits[best])) best = static_cast<TokenId>(i);
-  return best;
+  long best = -1;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[size_t(best)])) best = static_cast<long>(i);
+  return static_cast<TokenId>(best < 0 ? 0 : best);
 }
 
 TokenId Sampler::sample(const std::vector<float>& logits) {

@@ -19,6 +19,9 @@ class Sampler {
  public:
   explicit Sampler(const SamplerOptions& opts);
   TokenId sample(const std::vector<float>& logits);
+  bool greedy() const { return opts_.temperature <= 0.0f; }
+  // The first index of the largest value; NaN never wins, and a row of nothing but NaN gives
+  // 0 (the reference of the device's argmax_row, cl_kernels/argmax.cl).
   static TokenId argmax(const std::vector<float>& logits);
 
  private:

@@ -115,5 +115,24 @@ TEST(Engine, BudgetRefusalNamesAnHonestMinimum) {
   EXPECT_GT(r.tokens.size() + (r.stop_reason == "eos"), 0u);
 }
 
+// Greedy decoding picks each token on the device (argmax.cl) and reads back one int; sampling
+// with top-k 1 picks on the host from the whole logits row. Over a 48-token answer both must
+// give the same tokens: a device argmax that differed from the host's anywhere would change it.
+TEST(Engine, GreedyTokensOnTheDeviceAreTheHostsArgmax) {
+  const auto prompt = engine().chat_prompt("", "Write a short poem about the sea.");
+  GenerateOptions device_greedy;
+  device_greedy.n_predict = 48;
+  device_greedy.ignore_eos = true;
+  GenerateOptions host_top1 = device_greedy;
+  host_top1.sampler.temperature = 0.8f;
+  host_top1.sampler.top_k = 1;
+  engine().prepare(256);
+  const auto a = engine().generate(prompt, device_greedy);
+  const auto b = engine().generate(prompt, host_top1);
+  ASSERT_EQ(a.tokens.size(), 48u);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.text, b.text);
+}
+
 }  // namespace
 }  // namespace infinipot
