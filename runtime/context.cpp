@@ -174,18 +174,20 @@ cl_program Context::program(const std::string& file, const std::string& options)
   return raw;
 }
 
-Kernel Context::kernel(const std::string& file, const std::string& name, const std::string& options) {
-  const std::string key = file + "\n" + options + "\n" + name;
-  auto it = kernels_.find(key);
+Kernel Context::kernel(std::string_view file, std::string_view name, std::string_view options) {
+  // The key is built in a kept string: after the first tokens a lookup allocates nothing.
+  kernel_key_.assign(file).append(1, '\n').append(options).append(1, '\n').append(name);
+  auto it = kernels_.find(kernel_key_);
   if (it == kernels_.end()) {
     cl_int err = CL_SUCCESS;
-    KernelHandle k(clCreateKernel(program(file, options), name.c_str(), &err));
-    check(err, "clCreateKernel(" + file + ":" + name + ")");
-    it = kernels_.emplace(key, std::move(k)).first;
+    const std::string kernel_name(name);
+    KernelHandle k(clCreateKernel(program(std::string(file), std::string(options)), kernel_name.c_str(), &err));
+    check(err, "clCreateKernel(" + std::string(file) + ":" + kernel_name + ")");
+    it = kernels_.emplace(kernel_key_, CachedKernel{std::move(k), kernel_name}).first;
   }
   // Each Kernel shares the cached cl_kernel: retain so both owners release once.
-  clRetainKernel(it->second.get());
-  return Kernel(KernelHandle(it->second.get()), name);
+  clRetainKernel(it->second.kernel.get());
+  return Kernel(KernelHandle(it->second.kernel.get()), it->second.name);
 }
 
 void Context::finish() const { check(clFinish(queue_.get()), "clFinish"); }

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include "runtime/cl_handles.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
@@ -45,7 +46,8 @@ class Context {
 
   // Builds (or loads from the disk cache) cl_kernels/<file> with the given -D options and
   // returns the named kernel. Kernels are cached per (file, options, name).
-  Kernel kernel(const std::string& file, const std::string& name, const std::string& options = "");
+  // (string views: the literal names of the ops cost no string a launch)
+  Kernel kernel(std::string_view file, std::string_view name, std::string_view options = {});
 
   void finish() const;
   void write(const Buffer& dst, const void* src, size_t bytes, size_t offset = 0) const;
@@ -67,7 +69,12 @@ class Context {
   std::unique_ptr<DeviceMemory> memory_;
   bool use_disk_cache_;
   std::map<std::string, ProgramHandle> programs_;   // key: file + '\n' + options
-  std::map<std::string, KernelHandle> kernels_;     // key: program key + '\n' + name
+  struct CachedKernel {
+    KernelHandle kernel;
+    std::string name;  // what the Kernels handed out name themselves by
+  };
+  std::map<std::string, CachedKernel> kernels_;  // key: program key + '\n' + name
+  std::string kernel_key_;                        // kernel()'s lookup key, kept between calls
 };
 
 }  // namespace infinipot::cl

@@ -33,8 +33,10 @@ inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 class Kernel {
  public:
   Kernel() = default;
-  Kernel(KernelHandle k, std::string name) : k_(std::move(k)), name_(std::move(name)) {}
-  const std::string& name() const { return name_; }
+  // name: owned by the context's kernel cache, which outlives every Kernel it hands out (a
+  // launch copies no string: decode runs ~150 launches a token).
+  Kernel(KernelHandle k, const std::string& name) : k_(std::move(k)), name_(&name) {}
+  const std::string& name() const { return *name_; }
   cl_kernel get() const { return k_.get(); }
 
   template <typename... Args>
@@ -53,8 +55,8 @@ class Kernel {
   // The largest work-group this kernel runs with on `dev` (CL_KERNEL_WORK_GROUP_SIZE).
   size_t work_group_limit(cl_device_id dev) const {
     size_t n = 0;
-    check(clGetKernelWorkGroupInfo(k_.get(), dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof(n), &n, nullptr),
-          "clGetKernelWorkGroupInfo(" + name_ + ")");
+    const cl_int status = clGetKernelWorkGroupInfo(k_.get(), dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof(n), &n, nullptr);
+    if (status != CL_SUCCESS) check(status, "clGetKernelWorkGroupInfo(" + name() + ")");
     return n;
   }
   // local: an empty NDRange lets the driver choose. Global sizes are rounded up to the local size.
@@ -72,18 +74,19 @@ class Kernel {
     if (status == CL_SUCCESS)
       status = clEnqueueNDRangeKernel(q, k_.get(), static_cast<cl_uint>(global.dims), nullptr, global.size.data(),
                                       has_local ? local.size.data() : nullptr, 0, nullptr, traced ? &ev : nullptr);
-    check(status, "clEnqueueNDRangeKernel(" + name_ + ")");
+    if (status != CL_SUCCESS) check(status, "clEnqueueNDRangeKernel(" + name() + ")");  // the message only on failure
     if (ev) {
-      trace::kernel_event(name_, ev);
+      trace::kernel_event(name(), ev);
       clReleaseEvent(ev);
     }
-    if (profile) profile_record(q, name_, t0);
+    if (profile) profile_record(q, name(), t0);
   }
 
  private:
   static bool local_set_(const NDRange& l) { return l.size[0] != 0; }
   void set_raw(cl_uint i, size_t size, const void* v) {
-    check(clSetKernelArg(k_.get(), i, size, v), "clSetKernelArg(" + name_ + ", #" + std::to_string(i) + ")");
+    const cl_int status = clSetKernelArg(k_.get(), i, size, v);
+    if (status != CL_SUCCESS) check(status, "clSetKernelArg(" + name() + ", #" + std::to_string(i) + ")");
   }
   void set(cl_uint i, const Buffer& b) {
     cl_mem m = b.get();
@@ -97,7 +100,8 @@ class Kernel {
   void set(cl_uint i, LocalBytes l) { set_raw(i, l.bytes, nullptr); }
 
   KernelHandle k_;
-  std::string name_;
+  const std::string* name_ = &no_name_;
+  static inline const std::string no_name_;
 };
 
 }  // namespace infinipot::cl
