@@ -133,6 +133,14 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
     window_ = std::make_unique<KvStore>(ctx, c, KvStore::window_capacity(c, max_chunk), kv.half(), KvKind::Local);
 }
 
+Forward::~Forward() {
+  for (const cl::EventHandle* e : {&ids_written_, &angles_written_, &angles_local_written_})
+    if (*e) {
+      const cl_event ev = e->get();
+      clWaitForEvents(1, &ev);  // no throw from a destructor: a failed wait has nothing left to guard
+    }
+}
+
 void Forward::reserve_window(int n) {
   if (!window_) return;
   if (window_resets_ != kv_.resets()) {  // the global store was reset: a new sequence

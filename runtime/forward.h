@@ -33,6 +33,10 @@ class Forward {
   // max_chunk: most tokens one eval() takes (prefill chunk); lm_tile: vocabulary rows per
   // cross-entropy tile.
   Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int max_chunk, int lm_tile = 4096);
+  // Waits for uploads still reading the host staging (an eval that threw before any read).
+  ~Forward();
+  Forward(const Forward&) = delete;
+  Forward& operator=(const Forward&) = delete;
   const DeviceModel& model() const { return m_; }
   // Device bytes the forward pass allocates (activations + scratch, and the local store of a
   // model with sliding-window layers, under kv_cache) for a memory plan.
