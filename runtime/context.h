@@ -1,10 +1,13 @@
 // The OpenCL context the runtime works in: one device, one in-order queue, the
 // allocator with its budget, the program cache and the device's tuning.
 #pragma once
+#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include "runtime/cl_handles.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
@@ -49,6 +52,28 @@ class Context {
   // (string views: the literal names of the ops cost no string a launch)
   Kernel kernel(std::string_view file, std::string_view name, std::string_view options = {});
 
+  // A launcher's own key for a kernel: its call site (a string literal naming the launcher and
+  // variant) and the values its -D options depend on, beyond the context's device and tuning.
+  struct LaunchKey {
+    const char* site;
+    std::array<int64_t, 5> values{};
+    bool operator<(const LaunchKey& o) const { return std::tie(site, values) < std::tie(o.site, o.values); }
+  };
+  // The kernel for `key`, looked up without building its options: `options()` (returning the
+  // -D text) runs only the first time a key is asked for. For the launches of every decode
+  // token (~150), which then allocate nothing on the host.
+  template <typename Options>
+  Kernel kernel(const LaunchKey& key, std::string_view file, std::string_view name, Options&& options) {
+    auto it = memo_.find(key);
+    if (it == memo_.end()) {
+      const std::string text = options();
+      Kernel k = kernel(file, name, text);
+      it = memo_.emplace(key, Memo{k.get(), &k.name()}).first;
+    }
+    clRetainKernel(it->second.kernel);  // each Kernel shares the cached cl_kernel
+    return Kernel(KernelHandle(it->second.kernel), *it->second.name);
+  }
+
   void finish() const;
   void write(const Buffer& dst, const void* src, size_t bytes, size_t offset = 0) const;
   void read(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) const;
@@ -75,6 +100,11 @@ class Context {
   };
   std::map<std::string, CachedKernel> kernels_;  // key: program key + '\n' + name
   std::string kernel_key_;                        // kernel()'s lookup key, kept between calls
+  struct Memo {
+    cl_kernel kernel;          // owned by kernels_, which never drops one
+    const std::string* name;   // kernels_' copy
+  };
+  std::map<LaunchKey, Memo> memo_;
 };
 
 }  // namespace infinipot::cl

@@ -17,7 +17,7 @@ static int norm_local(Context& c) {
 
 void rms_norm(Context& c, const Buffer& x, const Buffer& w, Buffer& out, int n_rows, int n, float eps) {
   const int local = norm_local(c);
-  c.kernel("norm.cl", "rms_norm", "-DLOCAL=" + std::to_string(local))
+  c.kernel({"rms_norm", {local}}, "norm.cl", "rms_norm", [&] { return "-DLOCAL=" + std::to_string(local); })
       .args(x, w, out, n, eps)
       .launch(c.queue(), {size_t(n_rows) * local}, {size_t(local)});
 }
@@ -236,8 +236,9 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
                           split.count->bytes() >= decode_split_count_bytes(s)))
         throw cl::ClError("invalid launch: decode attention split " + std::to_string(splits) +
                           " ways without scratch for it");
-      c.kernel("kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes_group",
-               attention_options(s) + " -DDECODE_LANES")
+      c.kernel({"attention_decode_lanes_group", {s.head_dim, s.n_heads, s.n_kv_heads, s.kv_half}},
+               "kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes_group",
+               [&] { return attention_options(s) + " -DDECODE_LANES"; })
           .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window, splits,
                 splits > 1 ? *split.part : out, splits > 1 ? *split.count : out)
           .launch(c.queue(), {size_t(s.n_kv_heads) * splits}, {1});
@@ -303,7 +304,8 @@ void argmax_row(Context& c, const Buffer& x, int n, Buffer& out) {
   if (n < 1 || x.bytes() < size_t(n) * sizeof(float) || out.bytes() < sizeof(int))
     throw cl::ClError("invalid launch: argmax_row of " + std::to_string(n) + " floats");
   const int chunk = (n + kArgmaxItems - 1) / kArgmaxItems;
-  c.kernel("vector_reduce.cl+argmax.cl", "argmax_row", "-DARGMAX_ITEMS=" + std::to_string(kArgmaxItems))
+  c.kernel({"argmax_row"}, "vector_reduce.cl+argmax.cl", "argmax_row",
+           [] { return "-DARGMAX_ITEMS=" + std::to_string(kArgmaxItems); })
       .args(x, n, chunk, out)
       .launch(c.queue(), {size_t(kArgmaxItems)}, {size_t(kArgmaxItems)});
 }

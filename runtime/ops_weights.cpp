@@ -18,8 +18,13 @@ std::string wtype_option(gguf::TensorType t) {
 
 namespace {
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw cl::ClError("invalid launch: " + what);
+// The message is text the caller has at hand (a literal): no string is made unless it fails,
+// since decode checks its launches every token.
+void require(bool ok, const char* what) {
+  if (!ok) throw cl::ClError(std::string("invalid launch: ") + what);
+}
+void require(bool ok, const char* launcher, const char* what) {
+  if (!ok) throw cl::ClError(std::string("invalid launch: ") + launcher + what);
 }
 
 }  // namespace
@@ -29,7 +34,8 @@ size_t panel_floats(int rows, int cols) { return cl::round_up(rows, 16) * static
 void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buffer& out) {
   require(table.cols % 8 == 0, "embedding width must be a multiple of 8");
   require(out.bytes() >= size_t(n) * table.cols * 4, "embed: output buffer too small");
-  c.kernel("quant_formats.cl+embedding.cl", "embed_rows", wtype_option(table.type))
+  c.kernel({"embed_rows", {int64_t(table.type)}}, "quant_formats.cl+embedding.cl", "embed_rows",
+           [&] { return wtype_option(table.type); })
       .args(table.buf, table.row_bytes, ids, table.cols, out)
       .launch(c.queue(), {size_t(table.cols / 8), size_t(n)});
 }
@@ -61,17 +67,17 @@ static void launch_rows(Context& c, cl::Kernel& k, int local, int n_out, int per
 }
 
 static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, const RowNorm& norm, const char* what) {
-  require(n_rows >= 1 && n_rows <= 4, std::string(what) + " handles 1..4 rows");
-  require(W.cols % 8 == 0, std::string(what) + ": K must be a multiple of 8");
-  require(x.bytes() >= size_t(n_rows) * W.cols * 4, std::string(what) + ": input too small");
-  require(!norm.w || norm.w->bytes() >= size_t(W.cols) * 4, std::string(what) + ": norm weight too small");
+  require(n_rows >= 1 && n_rows <= 4, what, " handles 1..4 rows");
+  require(W.cols % 8 == 0, what, ": K must be a multiple of 8");
+  require(x.bytes() >= size_t(n_rows) * W.cols * 4, what, ": input too small");
+  require(!norm.w || norm.w->bytes() >= size_t(W.cols) * 4, what, ": norm weight too small");
   const RowParts& a = norm.add;
   if (a.x_out) {
-    require(norm.w != nullptr, std::string(what) + ": parts are added only into a normed row");
+    require(norm.w != nullptr, what, ": parts are added only into a normed row");
     require(a.n >= 0 && (a.n == 0 || (a.parts && a.parts->bytes() >= size_t(a.n) * n_rows * W.cols * 4)),
-            std::string(what) + ": parts buffer too small");
+            what, ": parts buffer too small");
     require(a.x_out->bytes() >= size_t(n_rows) * W.cols * 4 && a.x_out->get() != x.get(),
-            std::string(what) + ": the summed row needs its own buffer of n_rows x K");
+            what, ": the summed row needs its own buffer of n_rows x K");
   }
 }
 
@@ -99,11 +105,21 @@ static std::string matvec_options(Context& c, const DeviceWeight& W, const RowNo
 constexpr const char* kMatvecFiles =
     "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+native_dot.cl+matvec.cl";
 
-// matvec.cl with its fusion options; Wu / up_row0 / norm are dummies when unused.
-static void launch_float_matvec(Context& c, const std::string& opts, const DeviceWeight& W, const DeviceWeight& Wu,
+// What matvec_options reads of a launch, beyond the context's device and tuning (the key of
+// Context's kernel lookup without options text), with the variant's own options text: a
+// string literal per variant, its address part of the key.
+static Context::LaunchKey matvec_key(const char* site, const DeviceWeight& W, const RowNorm& norm,
+                                     const char* variant) {
+  return {site, {int64_t(W.type), W.cols, norm.w != nullptr, norm.w && norm.add.x_out, int64_t(intptr_t(variant))}};
+}
+
+// matvec.cl with its fusion options (`opts`: a string literal); Wu / up_row0 / norm are
+// dummies when unused.
+static void launch_float_matvec(Context& c, const char* opts, const DeviceWeight& W, const DeviceWeight& Wu,
                                 int up_row0, int n_out, int per_item, const Buffer& x, const RowNorm& norm,
                                 int n_rows, Buffer& y, int ldy, size_t y_offset) {
-  auto k = c.kernel(kMatvecFiles, "matvec", matvec_options(c, W, norm) + opts);
+  auto k = c.kernel(matvec_key("matvec", W, norm, opts), kMatvecFiles, "matvec",
+                    [&] { return matvec_options(c, W, norm) + opts; });
   k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
          norm.w ? *norm.w : x, norm.eps);
   set_parts_args(k, 13, norm, x);
@@ -136,7 +152,7 @@ void matvec_glu(Context& c, const DeviceWeight& gate, const DeviceWeight& up, in
   require(n_ff >= 1 && n_ff <= gate.rows && up_row0 >= 0 && up_row0 + n_ff <= up.rows,
           "matvec_glu: gate or up rows outside their matrix");
   require(out.bytes() >= size_t(n_rows) * n_ff * 4, "matvec_glu: output too small");
-  const std::string opts = act == Glu::Silu ? " -DGLU=1" : " -DGLU=2";
+  const char* opts = act == Glu::Silu ? " -DGLU=1" : " -DGLU=2";
   launch_float_matvec(c, opts, gate, up, up_row0, n_ff, kGluOutsPerItem, x, norm, n_rows, out, n_ff, 0);
 }
 
@@ -151,7 +167,9 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
   require(kv.slot0 >= 0 && kv.slot0 + n_rows <= kv.cap, "matvec_qkv_rope: slots past the KV capacity");
   const size_t cache_bytes = size_t(kv.n_kv_heads) * kv.cap * kv.head_dim * (kv.kv_half ? 2 : 4);
   require(kv.k_cache->bytes() >= cache_bytes && kv.v_cache->bytes() >= cache_bytes, "matvec_qkv_rope: cache too small");
-  auto k = c.kernel(kMatvecFiles, "matvec", matvec_options(c, W, norm) + " -DROPE_KV" + (kv.kv_half ? " -DKV_HALF" : ""));
+  const char* opts = kv.kv_half ? " -DROPE_KV -DKV_HALF" : " -DROPE_KV";
+  auto k = c.kernel(matvec_key("matvec_qkv_rope", W, norm, opts), kMatvecFiles, "matvec",
+                    [&] { return matvec_options(c, W, norm) + opts; });
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
          *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
   set_parts_args(k, 22, norm, x);
@@ -219,7 +237,7 @@ void quantize_q8(Context& c, const Buffer& x, int n_rows, int k, Buffer& xq) {
 
 void matvec_q8(Context& c, const DeviceWeight& W, const Buffer& xq, int n_rows, Buffer& y, int ldy, bool accumulate,
                size_t y_offset) {
-  require(matvec_q8_supports(W.type), std::string("matvec_q8: no integer kernel for ") + quant::traits(W.type).name);
+  require(matvec_q8_supports(W.type), "matvec_q8: no integer kernel for ", quant::traits(W.type).name);
   require(n_rows >= 1 && n_rows <= 4, "matvec_q8 handles 1..4 rows");
   require(W.cols % 32 == 0, "matvec_q8: K must be a multiple of 32");
   require(xq.bytes() >= q8_bytes(n_rows, W.cols), "matvec_q8: input too small");
