@@ -196,6 +196,15 @@ __attribute__((always_inline)) inline void lanes_block(const int j0, const bool 
   }
 }
 
+// The key or value row of `slot` as HV float16 vectors; in a `last` block a slot past n_past
+// reads slot n_past (its score is masked).
+__attribute__((always_inline)) inline void block_row(__global const kv_t* base, const int slot, const bool last,
+                                                     const int n_past, float16 row[HV]) {
+  __global const kv_t* r = base + (size_t)(last ? min(slot, n_past) : slot) * HEAD_DIM;
+#pragma unroll
+  for (int c = 0; c < HV; ++c) row[c] = KV_LOAD16(c, r);
+}
+
 // lanes_block for the GROUP query heads of one KV head at once: each key and value row is
 // loaded (and converted from half) once for all of them rather than once per head, which in
 // f16 stores was two thirds of the block's conversions. Per head the arithmetic is
@@ -207,10 +216,8 @@ __attribute__((always_inline)) inline void lanes_block_group(const int j0, const
   float sc[GROUP][DL];
 #pragma unroll
   for (int k = 0; k < DL; ++k) {
-    __global const kv_t* kr = kb + (size_t)(last ? min(j0 + k, n_past) : j0 + k) * HEAD_DIM;
     float16 kv[HV];
-#pragma unroll
-    for (int c = 0; c < HV; ++c) kv[c] = KV_LOAD16(c, kr);
+    block_row(kb, j0 + k, last, n_past, kv);
     const bool seen = !last || j0 + k <= n_past;
 #pragma unroll
     for (int h = 0; h < GROUP; ++h) {
@@ -235,10 +242,8 @@ __attribute__((always_inline)) inline void lanes_block_group(const int j0, const
   }
 #pragma unroll
   for (int k = 0; k < DL; ++k) {
-    __global const kv_t* vr = vb + (size_t)(last ? min(j0 + k, n_past) : j0 + k) * HEAD_DIM;
     float16 vv[HV];
-#pragma unroll
-    for (int c = 0; c < HV; ++c) vv[c] = KV_LOAD16(c, vr);
+    block_row(vb, j0 + k, last, n_past, vv);
 #pragma unroll
     for (int h = 0; h < GROUP; ++h)
 #pragma unroll
