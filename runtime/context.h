@@ -3,11 +3,11 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include "runtime/cl_handles.h"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
@@ -57,7 +57,9 @@ class Context {
   struct LaunchKey {
     const char* site;
     std::array<int64_t, 5> values{};
-    bool operator<(const LaunchKey& o) const { return std::tie(site, values) < std::tie(o.site, o.values); }
+    bool operator<(const LaunchKey& o) const {  // std::less: a total order on unrelated pointers
+      return site != o.site ? std::less<const char*>()(site, o.site) : values < o.values;
+    }
   };
   // The kernel for `key`, looked up without building its options: `options()` (returning the
   // -D text) runs only the first time a key is asked for. For the launches of every decode
