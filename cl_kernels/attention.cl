@@ -165,6 +165,21 @@ void attention_decode_split(__global const float* q, __global const kv_t* k_cach
 #ifdef DECODE_LANES
 #define DL 16
 #define HV (HEAD_DIM / 16)
+// The online softmax over one block's DL scores: (m, s) updated, acc rescaled to the new
+// maximum, and the block's probabilities (relative to it) into pk for the value rows.
+__attribute__((always_inline)) inline void softmax_block(const float sc[DL], float* m, float* s, float16 acc[HV],
+                                                         float pk[DL]) {
+  const float16 scores = vload16(0, sc);
+  const float bm = fmax(*m, max16(scores));  // finite: slot j0 is always seen
+  const float corr = exp(*m - bm);           // 0 for the first block (m = -inf)
+  const float16 p = exp(scores - bm);
+  *s = *s * corr + sum16(p);
+  *m = bm;
+#pragma unroll
+  for (int c = 0; c < HV; ++c) acc[c] *= corr;
+  vstore16(p, 0, pk);
+}
+
 // One block of DL keys from slot j0 for one head: the online softmax (m, s) and acc updated.
 // `last`: the block may reach past n_past; its slots past it read slot n_past and are masked.
 __attribute__((always_inline)) inline void lanes_block(const int j0, const bool last, const int n_past, __global const kv_t* kb,
@@ -178,16 +193,8 @@ __attribute__((always_inline)) inline void lanes_block(const int j0, const bool 
     for (int c = 1; c < HV; ++c) t = fma(qv[c], KV_LOAD16(c, kr), t);
     sc[k] = !last || j0 + k <= n_past ? sum16(t) : -INFINITY;
   }
-  const float16 scores = vload16(0, sc);
-  const float bm = fmax(*m, max16(scores));  // finite: slot j0 is always seen
-  const float corr = exp(*m - bm);           // 0 for the first block (m = -inf)
-  const float16 p = exp(scores - bm);
-  *s = *s * corr + sum16(p);
-  *m = bm;
-#pragma unroll
-  for (int c = 0; c < HV; ++c) acc[c] *= corr;
   float pk[DL];
-  vstore16(p, 0, pk);
+  softmax_block(sc, m, s, acc, pk);
 #pragma unroll
   for (int k = 0; k < DL; ++k) {
     __global const kv_t* vr = vb + (size_t)(last ? min(j0 + k, n_past) : j0 + k) * HEAD_DIM;
@@ -229,17 +236,7 @@ __attribute__((always_inline)) inline void lanes_block_group(const int j0, const
   }
   float pk[GROUP][DL];
 #pragma unroll
-  for (int h = 0; h < GROUP; ++h) {
-    const float16 scores = vload16(0, sc[h]);
-    const float bm = fmax(m[h], max16(scores));  // finite: slot j0 is always seen
-    const float corr = exp(m[h] - bm);           // 0 for the first block (m = -inf)
-    const float16 p = exp(scores - bm);
-    s[h] = s[h] * corr + sum16(p);
-    m[h] = bm;
-#pragma unroll
-    for (int c = 0; c < HV; ++c) acc[h][c] *= corr;
-    vstore16(p, 0, pk[h]);
-  }
+  for (int h = 0; h < GROUP; ++h) softmax_block(sc[h], &m[h], &s[h], acc[h], pk[h]);
 #pragma unroll
   for (int k = 0; k < DL; ++k) {
     float16 vv[HV];
