@@ -15,13 +15,32 @@ namespace {
 std::atomic<long> g_news{0};
 }  // namespace
 
-void* operator new(std::size_t n) {
+// Every non-aligned form is replaced, so memory never crosses between our malloc and a
+// sanitizer's allocator (the standard library's stable_sort takes its buffer with the nothrow
+// form and frees it with the plain delete). The aligned forms keep their own pairs.
+namespace {
+void* counted_malloc(std::size_t n) noexcept {
   g_news.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  return std::malloc(n ? n : 1);
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (void* p = counted_malloc(n)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](std::size_t n) {
+  if (void* p = counted_malloc(n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace infinipot {
 namespace {
