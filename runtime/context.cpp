@@ -1,4 +1,5 @@
 #include "runtime/context.h"
+#include "runtime/fault_injection.h"
 #include "runtime/trace.h"
 
 #include <sys/stat.h>
@@ -194,15 +195,19 @@ void Context::finish() const { check(clFinish(queue_.get()), "clFinish"); }
 
 void Context::write(const Buffer& dst, const void* src, size_t bytes, size_t offset) const {
   if (!bytes) return;
-  check(clEnqueueWriteBuffer(queue_.get(), dst.get(), CL_TRUE, offset, bytes, src, 0, nullptr, nullptr),
-        "clEnqueueWriteBuffer");
+  cl_int status = injected_write_fault();
+  if (status == CL_SUCCESS)
+    status = clEnqueueWriteBuffer(queue_.get(), dst.get(), CL_TRUE, offset, bytes, src, 0, nullptr, nullptr);
+  check(status, "clEnqueueWriteBuffer(blocking)");
 }
 
 EventHandle Context::write_async(const Buffer& dst, const void* src, size_t bytes, size_t offset) const {
   if (!bytes) return EventHandle();
   cl_event done = nullptr;
-  check(clEnqueueWriteBuffer(queue_.get(), dst.get(), CL_FALSE, offset, bytes, src, 0, nullptr, &done),
-        "clEnqueueWriteBuffer");
+  cl_int status = injected_write_fault();
+  if (status == CL_SUCCESS)
+    status = clEnqueueWriteBuffer(queue_.get(), dst.get(), CL_FALSE, offset, bytes, src, 0, nullptr, &done);
+  check(status, "clEnqueueWriteBuffer(non-blocking)");
   return EventHandle(done);
 }
 

@@ -30,4 +30,10 @@ cl_int injected_launch_fault() {
   return countdown(at, count, CL_OUT_OF_RESOURCES);
 }
 
+cl_int injected_write_fault() {
+  static const long at = env_at("INFINIPOT_FAULT_WRITE_AT");
+  static std::atomic<long> count{0};
+  return countdown(at, count, CL_OUT_OF_RESOURCES);
+}
+
 }  // namespace infinipot::cl

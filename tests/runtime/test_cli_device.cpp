@@ -153,6 +153,22 @@ TEST(CliOpenCl, OutOfResourcesMidGenerationIsAClearError) {
   EXPECT_TRUE(fails_cleanly(p, {"clEnqueueNDRangeKernel(", "CL_OUT_OF_RESOURCES"}, 1));
 }
 
+// A host-to-device write that fails (INFINIPOT_FAULT_WRITE_AT): the first weight upload (a
+// blocking write), and a token upload of a decode step (the non-blocking writes of eval; this
+// run makes 294 writes, the last 32 of them its evals' token ids and RoPE tables).
+TEST(CliOpenCl, AFailedUploadIsAClearError) {
+  const std::string model = test::real_model_path();
+  ASSERT_FALSE(model.empty());
+  test::ProcOptions opts;
+  opts.env["INFINIPOT_FAULT_WRITE_AT"] = "1";
+  auto load = run_infinipot({"run", "-m", model, "-p", "hi", "-n", "16"}, opts);
+  EXPECT_TRUE(fails_cleanly(load, {"clEnqueueWriteBuffer(blocking)", "CL_OUT_OF_RESOURCES"}, 1));
+  opts.env["INFINIPOT_FAULT_WRITE_AT"] = "285";
+  auto decode = run_infinipot({"run", "-m", model, "-p", "hi", "-n", "16"}, opts);
+  EXPECT_TRUE(fails_cleanly(decode, {"clEnqueueWriteBuffer(non-blocking)", "CL_OUT_OF_RESOURCES"}, 1));
+  EXPECT_NE(decode.out.size(), 0u) << "the fault should come after the answer began";
+}
+
 // ---- A kernel that fails to compile ----------------------------------------------------
 
 // Files under `dir` whose name marks them as partial (the cache writes NAME.tmpPID and
