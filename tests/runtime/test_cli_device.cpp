@@ -154,17 +154,20 @@ TEST(CliOpenCl, OutOfResourcesMidGenerationIsAClearError) {
 }
 
 // A host-to-device write that fails (INFINIPOT_FAULT_WRITE_AT): the first weight upload (a
-// blocking write), and a token upload of a decode step (the non-blocking writes of eval; this
-// run makes 294 writes, the last 32 of them its evals' token ids and RoPE tables).
+// blocking write), and a token upload of a decode step (the non-blocking writes of eval). For
+// this run SmolLM2's load makes 272 writes, the prompt's chunk 2, then each decode step 2 (its
+// token id and RoPE table; a prompt whose answer runs past 16 tokens, so no EOS cuts it short):
+// the 295th is the eleventh step's.
 TEST(CliOpenCl, AFailedUploadIsAClearError) {
   const std::string model = test::real_model_path();
   ASSERT_FALSE(model.empty());
+  const std::vector<std::string> args{"run", "-m", model, "-p", "Write a long story about a cat.", "-n", "16"};
   test::ProcOptions opts;
   opts.env["INFINIPOT_FAULT_WRITE_AT"] = "1";
-  auto load = run_infinipot({"run", "-m", model, "-p", "hi", "-n", "16"}, opts);
+  auto load = run_infinipot(args, opts);
   EXPECT_TRUE(fails_cleanly(load, {"clEnqueueWriteBuffer(blocking)", "CL_OUT_OF_RESOURCES"}, 1));
-  opts.env["INFINIPOT_FAULT_WRITE_AT"] = "285";
-  auto decode = run_infinipot({"run", "-m", model, "-p", "hi", "-n", "16"}, opts);
+  opts.env["INFINIPOT_FAULT_WRITE_AT"] = "295";
+  auto decode = run_infinipot(args, opts);
   EXPECT_TRUE(fails_cleanly(decode, {"clEnqueueWriteBuffer(non-blocking)", "CL_OUT_OF_RESOURCES"}, 1));
   EXPECT_NE(decode.out.size(), 0u) << "the fault should come after the answer began";
 }
