@@ -286,13 +286,12 @@ __kernel void attention_decode_lanes(__global const float* q, __global const kv_
 // heads' partial softmax (m, s and the unnormalised sum of values) in part ([n_heads][splits]
 // [HEAD_DIM + 2]); the last of a KV head's items to finish, counted in count[g] (zero between
 // launches), merges them into out and lse and puts count[g] back to zero.
-__kernel void attention_decode_lanes_group(__global const float* q, __global const kv_t* k_cache,
-                                           __global const kv_t* v_cache, const int cap, const int n_past,
-                                           const float scale, __global float* out, __global float* lse,
-                                           const int n_heads, const int window, const int splits,
-                                           __global float* part, __global volatile int* count) {
-  const int g = get_global_id(0) / splits, p = get_global_id(0) % splits;
-  if (g >= n_heads / GROUP) return;
+// Item p of KV head g's `splits` (the body of attention_decode_lanes_group, which
+// decode_layer.cl's attention step runs too): the same arithmetic wherever it is called.
+__attribute__((always_inline)) inline void decode_lanes_group_item(
+    const int g, const int p, const int splits, __global const float* q, __global const kv_t* k_cache,
+    __global const kv_t* v_cache, const int cap, const int n_past, const float scale, __global float* out,
+    __global float* lse, const int window, __global float* part, __global volatile int* count) {
   float16 qv[GROUP][HV], acc[GROUP][HV];
   float m[GROUP], s[GROUP];
   for (int h = 0; h < GROUP; ++h) {
@@ -345,6 +344,16 @@ __kernel void attention_decode_lanes_group(__global const float* q, __global con
     lse[g * GROUP + h] = mx + log(sum);
   }
   count[g] = 0;
+}
+
+__kernel void attention_decode_lanes_group(__global const float* q, __global const kv_t* k_cache,
+                                           __global const kv_t* v_cache, const int cap, const int n_past,
+                                           const float scale, __global float* out, __global float* lse,
+                                           const int n_heads, const int window, const int splits,
+                                           __global float* part, __global volatile int* count) {
+  const int g = get_global_id(0) / splits, p = get_global_id(0) % splits;
+  if (g >= n_heads / GROUP) return;
+  decode_lanes_group_item(g, p, splits, q, k_cache, v_cache, cap, n_past, scale, out, lse, window, part, count);
 }
 
 #ifdef WO_PARTS

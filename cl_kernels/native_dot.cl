@@ -78,7 +78,6 @@ NATIVE_INLINE int8 native_sign8(const int8 x, const int8 w) {
 // a fixed trip count and its tail no branches (a tail of runtime length, loaded and converted
 // block by block, had cost 576-wide rows, 4 units and 2 blocks, as much as their 4 units).
 #define NATIVE_NB (NATIVE_K / 32)
-#define NATIVE_TAIL (NATIVE_NB % NATIVE_UNIT)
 
 // Blocks past the last whole unit count as zeros: the local buffers hold nb rounded up to 4.
 inline int native_padded_blocks(const int nb) { return (nb + NATIVE_UNIT - 1) / NATIVE_UNIT * NATIVE_UNIT; }
@@ -95,24 +94,9 @@ inline int native_padded_blocks(const int nb) { return (nb + NATIVE_UNIT - 1) / 
 #else
 #define NATIVE_XSPACE __global
 #endif
-inline void native_quantize_block(NATIVE_XSPACE const float* xr, __global const float* nw, const int b, const int nb,
-                                  __local int* xq, __local float* xd, __local float* xs, __local float* ssq) {
-  float16 lo = (float16)(0.0f), hi = (float16)(0.0f);
-#ifdef NORM
-  ssq[b] = 0.0f;
-#endif
-  if (b < nb) {
-    // 8-float pieces through aligned pointers, as matvec.cl's x8 (PoCL splits vload16).
-    NATIVE_XSPACE const float8* x8p = (NATIVE_XSPACE const float8*)(xr + 32 * b);
-    lo = (float16)(x8p[0], x8p[1]);
-    hi = (float16)(x8p[2], x8p[3]);
-#ifdef NORM
-    ssq[b] = sum16(fma(lo, lo, hi * hi));
-    __global const float8* n8p = (__global const float8*)(nw + 32 * b);
-    lo *= (float16)(n8p[0], n8p[1]);
-    hi *= (float16)(n8p[2], n8p[3]);
-#endif
-  }
+// Elements lo (0-15) and hi (16-31) of block b, quantized into the local buffers.
+inline void native_store_block(const float16 lo, const float16 hi, const int b, __local int* xq, __local float* xd,
+                               __local float* xs) {
   const float amax = max16(fmax(fabs(lo), fabs(hi)));
   const float d = amax / 127.0f;  // the divisions of quantize_q8 (and of the C++ reference)
   // |x / d| <= 127 (up to rounding): rint (half to even) and a plain conversion give
@@ -133,6 +117,40 @@ inline void native_quantize_block(NATIVE_XSPACE const float* xr, __global const 
 #endif
   xd[b] = d;
   xs[b] = d * (float)qsum;
+}
+
+inline void native_quantize_block(NATIVE_XSPACE const float* xr, __global const float* nw, const int b, const int nb,
+                                  __local int* xq, __local float* xd, __local float* xs, __local float* ssq) {
+  float16 lo = (float16)(0.0f), hi = (float16)(0.0f);
+#ifdef NORM
+  ssq[b] = 0.0f;
+#endif
+  if (b < nb) {
+    // 8-float pieces through aligned pointers, as matvec.cl's x8 (PoCL splits vload16).
+    NATIVE_XSPACE const float8* x8p = (NATIVE_XSPACE const float8*)(xr + 32 * b);
+    lo = (float16)(x8p[0], x8p[1]);
+    hi = (float16)(x8p[2], x8p[3]);
+#ifdef NORM
+    ssq[b] = sum16(fma(lo, lo, hi * hi));
+    __global const float8* n8p = (__global const float8*)(nw + 32 * b);
+    lo *= (float16)(n8p[0], n8p[1]);
+    hi *= (float16)(n8p[2], n8p[3]);
+#endif
+  }
+  native_store_block(lo, hi, b, xq, xd, xs);
+}
+
+// Block b of a row in global memory as it is (no norm; zeros from nb on): a product's input
+// that an earlier step wrote (decode_layer.cl: attention's output, the feed-forward activations).
+inline void native_quantize_plain(__global const float* xr, const int b, const int nb, __local int* xq,
+                                  __local float* xd, __local float* xs) {
+  float16 lo = (float16)(0.0f), hi = (float16)(0.0f);
+  if (b < nb) {
+    __global const float8* x8p = (__global const float8*)(xr + 32 * b);
+    lo = (float16)(x8p[0], x8p[1]);
+    hi = (float16)(x8p[2], x8p[3]);
+  }
+  native_store_block(lo, hi, b, xq, xd, xs);
 }
 
 // The row's sum of squares from the blocks' (nb rounded up to 4 of them, the padding 0), as
@@ -170,10 +188,10 @@ NATIVE_INLINE float16 native_q8_pair_fma(__global const uchar* blk, const bool s
 // The offset native_q8_pair_fma's sums carry per block, in units of dw sx: -128 under VNNI.
 #define NATIVE_Q8_OFFSET (NATIVE_DOT == 1 ? -128.0f : 0.0f)
 
-// Row w (NATIVE_NB blocks) against the quantized input: the whole dot product.
-NATIVE_TARGET float native_row_dot(__global const uchar* w, __local const int* xq, __local const float* xd,
-                                   __local const float* xs) {
-  const int nb = NATIVE_NB;
+// Row w (nb blocks, a constant where it is inlined) against the quantized input: the whole
+// dot product.
+NATIVE_INLINE float native_row_dot_of(__global const uchar* w, __local const int* xq, __local const float* xd,
+                                      __local const float* xs, const int nb) {
   float16 acc = (float16)(0.0f);
   float4 accm = (float4)(0.0f);  // NATIVE_Q8_OFFSET dw sx per block lane
   int b = 0;
@@ -208,10 +226,10 @@ NATIVE_INLINE float16 native_unit_fma(const int16 w, __local const int* x, const
   return fma(convert_float16(dot), scale, acc);
 }
 
-// Row w (NATIVE_NB blocks) against the quantized input: the whole dot product.
-NATIVE_TARGET float native_row_dot(__global const uchar* w, __local const int* xq, __local const float* xd,
-                                   __local const float* xs) {
-  const int nb = NATIVE_NB;
+// Row w (nb blocks, a constant where it is inlined) against the quantized input: the whole
+// dot product.
+NATIVE_INLINE float native_row_dot_of(__global const uchar* w, __local const int* xq, __local const float* xd,
+                                      __local const float* xs, const int nb) {
   __global const uchar* quants = q4_quants(w, nb, 0);
   float16 acc = (float16)(0.0f);
   float4 accm = (float4)(0.0f);  // mw sx (Q4_0: -8 dw sx) per block lane
@@ -229,14 +247,14 @@ NATIVE_TARGET float native_row_dot(__global const uchar* w, __local const int* x
     accm = fma(mw, vload4(0, xs + b), accm);
     acc = native_unit_fma(vload16(0, (__global const int*)(quants + 16 * b)), xq + 8 * b, dw * vload4(0, xd + b), acc);
   }
-#if NATIVE_TAIL > 0
-  {  // the last 1-3 blocks, the rest of their unit zeros
+  const int tail = nb % NATIVE_UNIT;  // known when compiling, so no branch is left
+  if (tail > 0) {  // the last 1-3 blocks, the rest of their unit zeros
     __global const int* qt = (__global const int*)(quants + 16 * b);
-    const int16 q = (int16)(vload4(0, qt), NATIVE_TAIL > 1 ? vload4(1, qt) : (int4)(0),
-                            NATIVE_TAIL > 2 ? vload4(2, qt) : (int4)(0), (int4)(0));
+    const int16 q = (int16)(vload4(0, qt), tail > 1 ? vload4(1, qt) : (int4)(0),
+                            tail > 2 ? vload4(2, qt) : (int4)(0), (int4)(0));
     // The scale halves of 4 blocks from b on: past the row's last block they read its first
     // quant bytes (in the row, which holds nb * 16 of them after the scales), then masked.
-    const int4 live = (int4)(-1, NATIVE_TAIL > 1 ? -1 : 0, NATIVE_TAIL > 2 ? -1 : 0, 0);
+    const int4 live = (int4)(-1, tail > 1 ? -1 : 0, tail > 2 ? -1 : 0, 0);
 #if WTYPE == T_Q4_1
     const float8 dm = __builtin_ia32_vcvtph2ps256(vload8(0, (__global const short*)q4_scales(w, b)));
     const float4 dw = as_float4(as_int4(dm.even) & live), mw = as_float4(as_int4(dm.odd) & live);
@@ -249,8 +267,21 @@ NATIVE_TARGET float native_row_dot(__global const uchar* w, __local const int* x
     accm = fma(mw, vload4(0, xs + b), accm);  // xd, xs are 0 past nb
     acc = native_unit_fma(q, xq + 8 * b, dw * vload4(0, xd + b), acc);
   }
-#endif
   return sum16(acc) + ((accm.x + accm.y) + (accm.z + accm.w));
 }
 #endif
+
+// A row of the product's own width (NATIVE_K): its own out-of-line function with its block
+// count built in (so the unit loop has a fixed trip count and the tail no branch).
+NATIVE_TARGET float native_row_dot(__global const uchar* w, __local const int* xq, __local const float* xd,
+                                   __local const float* xs) {
+  return native_row_dot_of(w, xq, xd, xs, NATIVE_NB);
+}
+// The same for rows of another width K (a multiple of 32), as fn: decode_layer.cl's products
+// of three widths in one program.
+#define NATIVE_ROW_DOT_OF_WIDTH(fn, K)                                                                 \
+  NATIVE_TARGET float fn(__global const uchar* w, __local const int* xq, __local const float* xd,     \
+                         __local const float* xs) {                                                    \
+    return native_row_dot_of(w, xq, xd, xs, (K) / 32);                                                 \
+  }
 #endif  // NATIVE_DOT

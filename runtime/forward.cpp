@@ -81,6 +81,7 @@ cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const cl::Tu
   p[cl::MemCategory::Activations] =
       s.ids * (1 + rope_tables * cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8 +
       sizeof(int) +  // the greedy token
+      ops::kDecodeLayerSyncInts * sizeof(cl_int) +
       s.split_part + s.split_count +
       (tuning.decode_split_sums ? size_t(cfg.n_embd) * 4 + 2 * s.parts : 0);
   p[cl::MemCategory::Scratch] = s.logits;
@@ -120,6 +121,8 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   split_part_ = mem.alloc(MemCategory::Activations, s.split_part, "attn_split_part");
   split_count_ = mem.alloc(MemCategory::Activations, s.split_count, "attn_split_count");
   ctx.fill_zero(split_count_, s.split_count);
+  layer_sync_ = mem.alloc(MemCategory::Activations, ops::kDecodeLayerSyncInts * sizeof(cl_int), "decode_layer_sync");
+  ctx.fill_zero(layer_sync_, ops::kDecodeLayerSyncInts * sizeof(cl_int));
   decode_splits_ = std::min(kMaxDecodeSplits, ops::decode_splits(ctx, decode_shape(c)));
   if (ctx.tuning().decode_split_sums) {  // only where the tuning splits decode (Forward::split_sums)
     x_row_ = mem.alloc(MemCategory::Activations, size_t(c.n_embd) * 4, "x_row");
@@ -311,6 +314,16 @@ void Forward::layer(int l, int n) {
   shape.window = local ? c.sliding_window : 0;
   if (split_sums(l, n, shape)) return layer_split(l, kv, li, shape, local ? pos_local_ : pos_);
   resolve_parts();
+  if (n == 1 && !c.post_norms && !c.qk_norm && L.qkv_fused()) {
+    const ops::DecodeLayer one = one_launch_layer(l, local ? pos_local_ : pos_);
+    if (ops::decode_layer_supported(ctx_, shape, one)) {
+      // The whole block in one launch: x += Wo . attention, x += Wd . GLU (decode_layer.cl).
+      ops::decode_layer(ctx_, shape, one, x_, qkv_, kv.keys(li), kv.values(li), n_past, attn_, lse_, act_,
+                        {decode_splits_, &split_part_, &split_count_}, layer_sync_);
+      if (!local) add_mass(kv, li, shape, n_past);
+      return;
+    }
+  }
 
   // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn)), rope(qk_norm(Wk·xn)), Wv·xn)
   // with xn = rmsnorm(x) * attn_norm
@@ -400,6 +413,14 @@ void Forward::layer_split(int l, KvStore& kv, int li, const ops::AttentionShape&
   pending_n_ = ops::matvec_glu_down(ctx_, g.gate, g.up, g.up_row0, c.n_ff, glu_of(c), x_row_, ffn_norm, 1, L.w_down,
                                     down_parts_);
   pending_ = &down_parts_;
+}
+
+ops::DecodeLayer Forward::one_launch_layer(int l, const cl::Buffer& angles) const {
+  const LlamaConfig& c = m_.cfg;
+  const DeviceLayer& L = m_.layers[l];
+  const GateUp g = gate_up_of(L, c.n_ff);
+  return {&L.wqkv, &L.wo, &g.gate, &g.up, g.up_row0, c.n_ff, &L.w_down, &L.attn_norm, &L.ffn_norm,
+          c.rms_eps, glu_of(c), c.n_rot, &angles};
 }
 
 void Forward::resolve_parts() {

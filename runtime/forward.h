@@ -100,6 +100,8 @@ class Forward {
   // layer l can, and the block itself.
   bool split_sums(int l, int n, const ops::AttentionShape& shape) const;
   void layer_split(int l, KvStore& kv, int li, const ops::AttentionShape& shape, const cl::Buffer& angles);
+  // A decode row's block in one launch (tuning decode_layer_launch, ops::decode_layer_supported).
+  ops::DecodeLayer one_launch_layer(int l, const cl::Buffer& angles) const;
   // Adds split sums still pending into x_ (before a product or reader that does not take them).
   void resolve_parts();
   // Writes the token ids and RoPE tables of rows at positions first.. (and the local layers'
@@ -130,6 +132,7 @@ class Forward {
   cl::Buffer lse_;   // [max_chunk][n_head]
   cl::Buffer split_part_;   // [n_head][kMaxDecodeSplits][head_dim + 2]: decode attention's partials
   cl::Buffer split_count_;  // [n_head_kv] ints, zero between launches
+  cl::Buffer layer_sync_;   // [ops::kDecodeLayerSyncInts] ints, zero between launches
   int decode_splits_ = 1;   // items per KV head of a decode row's attention (ops::decode_splits)
   cl::Buffer gu_;    // [max_chunk][2*n_ff]   gate | up
   cl::Buffer act_;   // [max_chunk][n_ff]

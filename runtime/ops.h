@@ -220,6 +220,29 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
 bool attention_wo_supported(const Context& c, const AttentionShape& s, const DeviceWeight& Wo);
 void attention_wo(Context& c, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
                   int n_past, Buffer& out, Buffer& lse, const DeviceWeight& Wo, Buffer& parts);
+// decode_layer.cl: a decode row's transformer block in one launch (x += Wo . attention(...),
+// then x += Wd . GLU(...); Forward::layer's five steps, the same arithmetic as their launches
+// in the native dot and attention_decode_lanes_group). sync: 11 ints, zero before the first
+// launch (each launch leaves them zero). Call only where decode_layer_supported.
+struct DecodeLayer {
+  const DeviceWeight* wqkv;              // [(n_head + 2 n_kv) head_dim][n_embd]
+  const DeviceWeight* wo;                // [n_embd][n_head head_dim]
+  const DeviceWeight* gate;              // rows [0, n_ff) are gate rows
+  const DeviceWeight* up;                // rows [up_row0, up_row0 + n_ff) are up rows
+  int up_row0, n_ff;
+  const DeviceWeight* down;              // [n_embd][n_ff]
+  const Buffer* attn_norm;               // [n_embd]
+  const Buffer* ffn_norm;                // [n_embd]
+  float eps;
+  Glu act;
+  int n_rot;
+  const Buffer* cs;                      // [n_rot / 2] (cos, sin) of the row's position
+};
+bool decode_layer_supported(const Context& c, const AttentionShape& s, const DecodeLayer& L);
+void decode_layer(Context& c, const AttentionShape& s, const DecodeLayer& L, Buffer& x, Buffer& qkv,
+                  Buffer& k_cache, Buffer& v_cache, int n_past, Buffer& attn, Buffer& lse, Buffer& act,
+                  const DecodeSplit& split, Buffer& sync);
+constexpr int kDecodeLayerSyncInts = 11;
 // attention.cl: mass[g][j] += attention paid to entry j by rows [r0, r1) (summed over group)
 void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                     int n_past, int r0, int r1, const Buffer& lse, Buffer& mass, size_t mass_offset_floats);

@@ -62,13 +62,17 @@ struct Tuning {
   // normed product adds into the residual as it reads it (PARTS): 3 launches a layer instead
   // of 5, where the model and the tuned kernels allow it (Forward::layer).
   bool decode_split_sums = false;
+  // Decode of one row runs each transformer block in one launch (cl_kernels/decode_layer.cl:
+  // a work-group per compute unit, the block's five steps shared out by counters), where the
+  // model and the tuned kernels allow it (ops::decode_layer_supported); else 5 launches a block.
+  bool decode_layer_launch = false;
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 
   nlohmann::json to_json() const;
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[19];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[20];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <functional>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "runtime/trace.h"
 #include "tests/runtime/reference_suite.h"
 #include "tests/support/gguf_test_util.h"
 
@@ -358,6 +360,60 @@ TEST(ModelReferenceSplitSums, FloatDecodeMatchesPrefill) {
   EXPECT_GT(vs_unsplit, 0.0) << "the split decode gave the unsplit logits bit for bit: it did not run";
   std::printf("split sums (float): prefill vs decode max |diff| %.2e, vs unsplit decode %.2e\n", vs_prefill,
               vs_unsplit);
+}
+
+// decode_layer_launch: a decode row's every block in one launch (decode_layer.cl), against the
+// five launches a block of the same products in the native dot: every reference prompt decoded
+// token by token to the same logits, bit for bit (the kernel runs the same functions on the
+// same inputs; test_kernels_decode_layer.cpp checks it against the CPU reference), in one
+// launch per layer plus the embedding and the final norm (counted from a kernel trace).
+TEST(ModelReferenceDecodeLayer, OneLaunchABlockDecodesTheSameBits) {
+  const nlohmann::json five = {{"matvec_int8", nlohmann::json::array()},
+                               {"matvec_native_dot", {"avx512_vnni", "avx2"}},
+                               {"attention_vec16", true},
+                               {"decode_layer_launch", false}};
+  nlohmann::json one = five;
+  one["decode_layer_launch"] = true;
+  {
+    cl::ContextOptions co;
+    co.tuning_overrides = one;
+    cl::Context probe(co);
+    if (probe.device().native_dot == 0)
+      GTEST_SKIP() << probe.device().name << " has no 8-bit dot instruction that PoCL kernels may use";
+  }
+  const auto fixture = test::load_reference_fixture(SmolLM2::kFixture);
+  for (const auto& p : fixture["prompts"]) {
+    SCOPED_TRACE(p["name"].get<std::string>());
+    const auto tokens = p["tokens"].get<std::vector<TokenId>>();
+    const auto a = decode_one_by_one(one, tokens, [](Engine& e) { ASSERT_TRUE(e.context().tuning().decode_layer_launch); });
+    const auto b = decode_one_by_one(five, tokens, [](Engine&) {});
+    ASSERT_EQ(a.size(), b.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << "logits that differ from the five launches' bits";
+  }
+  // Launches: 16 decode rows after a 4-token prompt.
+  trace::start(true);
+  {
+    EngineOptions o;
+    o.model_path = test::real_model_path();
+    o.tuning_overrides = one;
+    Engine engine(o);
+    engine.prepare(64);
+    engine.forward().eval(std::vector<TokenId>{1, 2, 3, 4});
+    for (TokenId t = 5; t < 21; ++t) engine.forward().eval({t});
+  }
+  const nlohmann::json events = trace::stop()["traceEvents"];
+  int layers = 0, all = 0;
+  for (const auto& e : events)
+    if (e["ph"] == "X" && e["tid"] == 2) {
+      ++all;
+      layers += e["name"] == "decode_layer";
+    }
+  const int n_layer = 30;
+  EXPECT_EQ(layers, 16 * n_layer) << "a decode row's blocks did not run as decode_layer";
+  // The prompt's launches (5 a layer and a few) and 16 rows of n_layer + the embedding + the final norm.
+  EXPECT_LE(all - layers, 5 * n_layer + 8 + 16 * 2) << all << " launches";
 }
 
 }  // namespace
