@@ -356,45 +356,6 @@ __kernel void attention_decode_lanes_group(__global const float* q, __global con
   decode_lanes_group_item(g, p, splits, q, k_cache, v_cache, cap, n_past, scale, out, lse, window, part, count);
 }
 
-#ifdef WO_PARTS
-// (-D WO_PARTS, with quant_formats.cl and WTYPE: Wo's encoding; HEAD_DIM a multiple of 32.)
-// The same attention with the output projection's share of each head: work-group `head`
-// runs the head's attention in its first item, then its items split Wo's rows and multiply
-// the head's HEAD_DIM columns of each by the head's output:
-//   parts[head][o] = sum_d Wo[o][head * HEAD_DIM + d] * out[head][d]      o < n_out
-//   Wo: [n_out rows][wo_cols = n_heads * HEAD_DIM] (ggml blocks)   parts: [n_heads][n_out]
-// so that Wo . out = sum over heads of parts[head], which the next product adds into the
-// residual as it reads it (matvec.cl PARTS): one launch a layer instead of two. out and lse
-// are written as attention_decode_lanes writes them. Launch: global (n_heads * L), local (L).
-__kernel void attention_decode_lanes_wo(__global const float* q, __global const kv_t* k_cache,
-                                        __global const kv_t* v_cache, const int cap, const int n_past,
-                                        const float scale, __global float* out, __global float* lse,
-                                        const int n_heads, const int window, __global const uchar* Wo,
-                                        const int wo_row_bytes, const int n_out, const int wo_cols,
-                                        __global float* parts) {
-  const int head = get_group_id(0);
-  __local float16 ho16[HV];  // the head's output
-  __local const float* ho = (__local const float*)ho16;
-  if (get_local_id(0) == 0 && head < n_heads) {
-    float16 res[HV];
-    lse[head] = decode_lanes_head(head, q, k_cache, v_cache, cap, n_past, scale, window, res);
-    for (int c = 0; c < HV; ++c) {
-      ho16[c] = res[c];
-      vstore16(res[c], c, out + head * HEAD_DIM);
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (head >= n_heads) return;
-  const int nb = wo_cols / 32, b0 = head * (HEAD_DIM / 32);
-  for (int o = get_local_id(0); o < n_out; o += get_local_size(0)) {
-    __global const uchar* row = Wo + (size_t)o * wo_row_bytes;
-    float16 acc = (float16)(0.0f);
-    for (int j = 0; j < HEAD_DIM / 32; ++j)
-      acc = block_fma(row, b0 + j, nb, vload16(0, ho + 32 * j), vload16(0, ho + 32 * j + 16), acc);
-    parts[(size_t)head * n_out + o] = sum16(acc);
-  }
-}
-#endif
 #endif
 
 // Attention mass the query rows [r0, r1) of a chunk pay to each KV entry, summed over the

@@ -1,5 +1,5 @@
 // A decode row's whole transformer block in one launch (needs quant_formats.cl, activations.cl,
-// kv_format.cl, vector_reduce.cl, native_dot.cl with NORM and NATIVE_K = N_EMBD, attention.cl
+// kv_format.cl, vector_reduce.cl, rope.cl, native_dot.cl with NORM and NATIVE_K = N_EMBD, attention.cl
 // with DECODE_LANES). The five steps that otherwise take a launch each, because each needs the
 // whole output of the one before (Forward::layer):
 //   A  q|k|v = (RMSNorm(x) * attn_nw) . Wqkv, RoPE on q and k, k and v into the KV store
@@ -74,6 +74,20 @@ inline void quantize_row(__global const float* v, const int k, __local int* xq, 
   for (int b = 0; b < native_padded_blocks(k / 32); ++b) native_quantize_plain(v, b, k / 32, xq, xd, xs);
 }
 
+// Chunk c of rows of W . input (quantized in xq, xd, xs) added into x: steps C (Wo, input
+// attn of width Q_DIM) and E (Wdown, input act of width N_FF).
+inline void add_rows(__global float* x, __global const uchar* w, const int row_bytes, const int c, const bool ff,
+                     __local const int* xq, __local const float* xd, __local const float* xs) {
+  for (int o0 = c * CHUNK_ROWS; o0 < min((c + 1) * CHUNK_ROWS, N_EMBD); o0 += 4) {
+    float s[4];
+    for (int i = 0; i < 4; ++i) {
+      __global const uchar* row = w + (size_t)(o0 + i) * row_bytes;
+      s[i] = o0 + i >= N_EMBD ? 0.0f : ff ? native_row_dot_ff(row, xq, xd, xs) : native_row_dot_q(row, xq, xd, xs);
+    }
+    for (int i = 0; i < min(4, N_EMBD - o0); ++i) x[o0 + i] += s[i];
+  }
+}
+
 __kernel void decode_layer(__global float* x, __global const float* attn_nw, __global const uchar* wqkv,
                            const int qkv_row_bytes, __global const float2* cs, const int n_rot,
                            __global kv_t* k_cache, __global kv_t* v_cache, const int cap, const int n_past,
@@ -98,23 +112,7 @@ __kernel void decode_layer(__global float* x, __global const float* attn_nw, __g
       float s[4];
       for (int i = 0; i < 4; ++i) s[i] = native_row_dot(wqkv + (size_t)(o0 + i) * qkv_row_bytes, xq, xd, xs);
       for (int i = 0; i < 4; ++i) s[i] *= inv_rms;
-      const int qk_rows = Q_DIM + N_KV * HEAD_DIM, d = o0 % HEAD_DIM;
-      if (o0 < qk_rows)
-        for (int p = 0; p < 2; ++p) {
-          const int j = d / 2 + p;
-          if (2 * j < n_rot) {
-            const float2 a = cs[j];
-            const float x0 = s[2 * p], x1 = s[2 * p + 1];
-            s[2 * p] = x0 * a.x - x1 * a.y;
-            s[2 * p + 1] = x0 * a.y + x1 * a.x;
-          }
-        }
-      if (o0 >= Q_DIM) {
-        const bool is_k = o0 < qk_rows;
-        const int g = (o0 - (is_k ? Q_DIM : qk_rows)) / HEAD_DIM;
-        __global kv_t* dst = (is_k ? k_cache : v_cache) + ((size_t)g * cap + n_past) * HEAD_DIM + d;
-        for (int i = 0; i < 4; ++i) KV_STORE(s[i], dst + i);
-      }
+      rope_store_rows4(s, o0, cs, HEAD_DIM, n_rot, Q_DIM, N_KV, k_cache, v_cache, cap, n_past);
       for (int i = 0; i < 4; ++i) qkv[o0 + i] = s[i];
     }
     chunk_done(sync, 0);
@@ -136,11 +134,7 @@ __kernel void decode_layer(__global float* x, __global const float* attn_nw, __g
   for (int c; (c = take_chunk(sync, 2, n_c)) >= 0;) {
     if (!ready) quantize_row(attn, Q_DIM, xq, xd, xs);
     ready = true;
-    for (int o0 = c * CHUNK_ROWS; o0 < min((c + 1) * CHUNK_ROWS, N_EMBD); o0 += 4) {
-      float s[4];
-      for (int i = 0; i < 4; ++i) s[i] = o0 + i < N_EMBD ? native_row_dot_q(wo + (size_t)(o0 + i) * wo_row_bytes, xq, xd, xs) : 0.0f;
-      for (int i = 0; i < min(4, N_EMBD - o0); ++i) x[o0 + i] += s[i];
-    }
+    add_rows(x, wo, wo_row_bytes, c, false, xq, xd, xs);
     chunk_done(sync, 2);
   }
   wait_step(sync, 2, n_c);
@@ -177,11 +171,7 @@ __kernel void decode_layer(__global float* x, __global const float* attn_nw, __g
   for (int c; (c = take_chunk(sync, 4, n_e)) >= 0;) {
     if (!ready) quantize_row(act, N_FF, xq, xd, xs);
     ready = true;
-    for (int o0 = c * CHUNK_ROWS; o0 < min((c + 1) * CHUNK_ROWS, N_EMBD); o0 += 4) {
-      float s[4];
-      for (int i = 0; i < 4; ++i) s[i] = o0 + i < N_EMBD ? native_row_dot_ff(wdown + (size_t)(o0 + i) * down_row_bytes, xq, xd, xs) : 0.0f;
-      for (int i = 0; i < min(4, N_EMBD - o0); ++i) x[o0 + i] += s[i];
-    }
+    add_rows(x, wdown, down_row_bytes, c, true, xq, xd, xs);
     chunk_done(sync, 4);
   }
 

@@ -29,16 +29,3 @@ __kernel void scale(__global float* x, const int n, const float s) {
   const int i = get_global_id(0);
   if (i < n) x[i] *= s;
 }
-
-// x[r][k] += sum_p parts[p][r][k] (in order of p): the split sums of a fused decode launch
-// (matvec.cl DOWN_PARTS, attention.cl WO_PARTS) into the residual where no product reads them.
-//   x: [n_rows][K]   parts: [n_parts][n_rows][K]
-__kernel void add_parts(__global float* x, __global const float* parts, const int n_parts, const int n_rows,
-                        const int K) {
-  const int k = get_global_id(0);
-  const int r = get_global_id(1);
-  if (k >= K) return;
-  float v = x[(size_t)r * K + k];
-  for (int p = 0; p < n_parts; ++p) v += parts[((size_t)p * n_rows + r) * K + k];
-  x[(size_t)r * K + k] = v;
-}

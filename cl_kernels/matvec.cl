@@ -1,5 +1,5 @@
 // Quantized matrix-vector products for decode (needs quant_formats.cl, activations.cl,
-// kv_format.cl, vector_reduce.cl).
+// kv_format.cl, vector_reduce.cl, rope.cl).
 //   W: [n_out rows][row_bytes] (ggml blocks)   x: [n_rows][K] float   y: [n_rows][ldy] float from y_off
 //   y[r][o] (+)= sum_k W[o][k] * x[r][k]          (K a multiple of 8; of 32 for block formats)
 // One work-item computes ROWS consecutive outputs of one input row (global dim 1), one weight
@@ -23,16 +23,6 @@
 //         of one head, adjacent after the loader's reorder); q and k rows are rotated by the
 //         angles cs[r] ([n_rows][n_rot/2] (cos, sin)) before they are written, and k and v rows
 //         also go to slot slot0 + r of their head in k_cache / v_cache ([n_kv_heads][cap][head_dim]).
-//   PARTS (with NORM): the input row is x[r] + sum_p parts[p][r] (parts: [n_parts][n_rows][K],
-//         the split sums of the previous launch: attention's Wo shares, or DOWN_PARTS'), added
-//         once per work-group into local memory in that order; the first work-group writes the
-//         sum to x_out[r] ([n_rows][K], another buffer than x) as the new residual row.
-//   DOWN_PARTS (with GLU, W's rows the gate|up pair; -DDOWN_LOCAL = the work-group size, with
-//         OUTS * DOWN_LOCAL a multiple of 32): the feed-forward block in one launch. Each
-//         work-group keeps its OUTS * DOWN_LOCAL activations (features f0 .. f0 + 2L) in local
-//         memory and multiplies them by those columns of Wd (n_embd rows of n_out = n_ff
-//         columns, W's encoding): parts[group][r][o] = sum_{f in the group's} Wd[o][f] act[r][f],
-//         so that Wd . act is the sum over the groups, which the next launch adds (PARTS).
 // NATIVE_DOT (with NATIVE_K = K, a multiple of 32; Q4_0, Q4_1, Q8_0 weights): the work-group
 //         quantizes the input row (times nw under NORM, each block's sum of squares beside it)
 //         to 8 bits per block in local memory, and each row's dot product runs in the CPU's
@@ -61,17 +51,6 @@ inline float8 x8(__global const float* p, int i) { return ((__global const float
 #define XSPACE __global
 #endif
 inline float8 xin8(XSPACE const float* p, int i) { return ((XSPACE const float8*)p)[i]; }
-
-// The row the work-group reads (x[r], or under PARTS the local sum of x[r] and the parts).
-#ifdef PARTS
-#ifndef NORM
-#error "matvec.cl: PARTS needs NORM (the products of a residual row are normed)"
-#endif
-#define RSPACE __local
-#else
-#define RSPACE __global
-#endif
-inline float8 r8(RSPACE const float* p, int i) { return ((RSPACE const float8*)p)[i]; }
 
 // Elements 32b .. 32b + 31 of the input row: elements 0-15 in xl, 16-31 in xh.
 inline void x_block(XSPACE const float* xr, int b, float16* xl, float16* xh) {
@@ -130,15 +109,15 @@ inline float16 row_dot(__global const uchar* w, const int row_bytes, XSPACE cons
   return acc;
 }
 
-inline float sum_of_squares(RSPACE const float* xr, const int K) {
+inline float sum_of_squares(__global const float* xr, const int K) {
   float16 sq = (float16)(0.0f);
   for (int b = 0; b < K / 32; ++b) {
-    const float16 xl = (float16)(r8(xr, 4 * b), r8(xr, 4 * b + 1));
-    const float16 xh = (float16)(r8(xr, 4 * b + 2), r8(xr, 4 * b + 3));
+    const float16 xl = (float16)(x8(xr, 4 * b), x8(xr, 4 * b + 1));
+    const float16 xh = (float16)(x8(xr, 4 * b + 2), x8(xr, 4 * b + 3));
     sq = fma(xl, xl, fma(xh, xh, sq));
   }
   for (int k = (K / 32) * 32; k < K; k += 8) {
-    const float8 xv = r8(xr, k / 8);
+    const float8 xv = x8(xr, k / 8);
     sq.lo = fma(xv, xv, sq.lo);
   }
   return sum16(sq);
@@ -161,32 +140,10 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
                      const int n_kv_heads, __global kv_t* k_cache, __global kv_t* v_cache, const int cap,
                      const int slot0
 #endif
-#ifdef PARTS
-                     , __global const float* parts, const int n_parts, __global float* x_out
-#endif
-#ifdef DOWN_PARTS
-                     , __global const uchar* Wd, const int wd_row_bytes, const int n_embd, __global float* down_parts
-#endif
                      ) {
   const int o0 = get_global_id(0) * OUTS;
   const int r = get_global_id(1);  // the same for the whole work-group (local size 1 in dim 1)
-#ifdef PARTS
-  // x[r] + the parts, once per work-group, before any item returns.
-  __local float8 xp8[NORM_K / 8];
-  __local const float* xr = (__local const float*)xp8;
-  if (r < n_rows) {
-    __global const float* xg = x + (size_t)r * K;
-    for (int k8 = get_local_id(0); k8 < K / 8; k8 += get_local_size(0)) {
-      float8 v = x8(xg, k8);
-      for (int p = 0; p < n_parts; ++p) v += x8(parts + ((size_t)p * n_rows + r) * K, k8);
-      xp8[k8] = v;
-      if (get_group_id(0) == 0) ((__global float8*)(x_out + (size_t)r * K))[k8] = v;
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-#else
   __global const float* xr = x + (size_t)r * K;
-#endif
 #if defined(NATIVE_DOT)
   // The input row in 8 bits, once per work-group, before any item returns.
   const int nb = NATIVE_NB;  // K / 32
@@ -201,16 +158,13 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   __local float8 xs8[NORM_K / 8];
   __local const float* xs = (__local const float*)xs8;
   if (r < n_rows)
-    for (int k8 = get_local_id(0); k8 < K / 8; k8 += get_local_size(0)) xs8[k8] = r8(xr, k8) * x8(nw, k8);
+    for (int k8 = get_local_id(0); k8 < K / 8; k8 += get_local_size(0)) xs8[k8] = x8(xr, k8) * x8(nw, k8);
   barrier(CLK_LOCAL_MEM_FENCE);
 #else
   __global const float* xs = xr;
 #endif
-  const bool live = o0 < n_out && r < n_rows;
-#ifndef DOWN_PARTS
-  if (!live) return;
-#endif
-  const int no = live ? min(OUTS, n_out - o0) : 0;  // live outputs; row i is live when i % OUTS < no
+  if (o0 >= n_out || r >= n_rows) return;
+  const int no = min(OUTS, n_out - o0);  // live outputs; row i is live when i % OUTS < no
   // One row after the other, each read front to back: a work-item's rows are adjacent, so
   // its reads (and its work-group's) form one ascending stream that the hardware prefetcher
   // follows; four rows read side by side are four streams of a few cache lines each, too
@@ -230,45 +184,9 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
   for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
 #endif
 #ifdef ROPE_KV
-  // The same arithmetic as rope_store_kv, on the sums before they are stored.
-  const int q_rows = n_head * head_dim, qk_rows = q_rows + n_kv_heads * head_dim, d = o0 % head_dim;
-  if (o0 < qk_rows)
-    for (int p = 0; p < 2; ++p) {
-      const int j = d / 2 + p;
-      if (2 * j < n_rot) {
-        const float2 c = cs[r * (n_rot / 2) + j];
-        const float x0 = s[2 * p], x1 = s[2 * p + 1];
-        s[2 * p] = x0 * c.x - x1 * c.y;
-        s[2 * p + 1] = x0 * c.y + x1 * c.x;
-      }
-    }
-  if (o0 >= q_rows) {
-    const bool is_k = o0 < qk_rows;
-    const int g = (o0 - (is_k ? q_rows : qk_rows)) / head_dim;
-    __global kv_t* dst = (is_k ? k_cache : v_cache) + ((size_t)g * cap + slot0 + r) * head_dim + d;
-    for (int i = 0; i < ROWS; ++i) KV_STORE(s[i], dst + i);
-  }
-#endif
-#ifdef DOWN_PARTS
-  __local float act_l[OUTS * DOWN_LOCAL];  // the group's activations, features f0 ..
-  for (int i = 0; i < OUTS; ++i)
-#if GLU == 1
-    act_l[get_local_id(0) * OUTS + i] = i < no ? silu(s[i]) * s[i + OUTS] : 0.0f;
-#else
-    act_l[get_local_id(0) * OUTS + i] = i < no ? gelu_tanh(s[i]) * s[i + OUTS] : 0.0f;
-#endif
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (r >= n_rows) return;
-  const int nbd = n_out / 32, b0 = get_group_id(0) * (OUTS * DOWN_LOCAL / 32);
-  __global float* part = down_parts + ((size_t)get_group_id(0) * n_rows + r) * n_embd;
-  for (int o = get_local_id(0); o < n_embd; o += DOWN_LOCAL) {
-    __global const uchar* row = Wd + (size_t)o * wd_row_bytes;
-    float16 acc = (float16)(0.0f);
-    for (int j = 0; j < OUTS * DOWN_LOCAL / 32 && b0 + j < nbd; ++j)
-      acc = block_fma(row, b0 + j, nbd, vload16(0, act_l + 32 * j), vload16(0, act_l + 32 * j + 16), acc);
-    part[o] = sum16(acc);
-  }
-  return;
+  // rope.cl's epilogue, on the sums before they are stored (ROWS == 4: whole pairs of one head).
+  rope_store_rows4(s, o0, cs + r * (n_rot / 2), head_dim, n_rot, n_head * head_dim, n_kv_heads, k_cache, v_cache,
+                   cap, slot0 + r);
 #endif
   __global float* yr = y + y_off + (size_t)r * ldy + o0;
   for (int i = 0; i < no; ++i) {

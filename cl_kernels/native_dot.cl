@@ -82,19 +82,10 @@ NATIVE_INLINE int8 native_sign8(const int8 x, const int8 w) {
 // Blocks past the last whole unit count as zeros: the local buffers hold nb rounded up to 4.
 inline int native_padded_blocks(const int nb) { return (nb + NATIVE_UNIT - 1) / NATIVE_UNIT * NATIVE_UNIT; }
 
-// Block b of the input row (x, or x * nw under NORM; zeros from nb on) into the local buffers:
+// Block b of the input row (lo: elements 0-15, hi: 16-31) quantized into the local buffers:
 // unit u = b / 4 is 128 bytes at xq + 32u ints: for Q4 weights the 4 blocks' elements 0-15,
 // then their 16-31 (block c of the unit at bytes 16c and 64 + 16c); for Q8_0 the blocks whole,
 // in order (block c at bytes 32c). Its d and s go to xd[b], xs[b].
-// Under NORM, also the block's sum of squares of x into ssq[b] (0 past nb; native_sum_squares
-// adds them up after the work-group's barrier).
-// The input row's address space: global, or local under matvec.cl's PARTS (x plus the parts).
-#ifdef PARTS
-#define NATIVE_XSPACE __local
-#else
-#define NATIVE_XSPACE __global
-#endif
-// Elements lo (0-15) and hi (16-31) of block b, quantized into the local buffers.
 inline void native_store_block(const float16 lo, const float16 hi, const int b, __local int* xq, __local float* xd,
                                __local float* xs) {
   const float amax = max16(fmax(fabs(lo), fabs(hi)));
@@ -119,7 +110,9 @@ inline void native_store_block(const float16 lo, const float16 hi, const int b, 
   xs[b] = d * (float)qsum;
 }
 
-inline void native_quantize_block(NATIVE_XSPACE const float* xr, __global const float* nw, const int b, const int nb,
+// Block b of x (times nw under NORM; zeros from nb on) through native_store_block; under NORM
+// also the block's sum of squares of x into ssq[b] (0 past nb; native_sum_squares adds them up).
+inline void native_quantize_block(__global const float* xr, __global const float* nw, const int b, const int nb,
                                   __local int* xq, __local float* xd, __local float* xs, __local float* ssq) {
   float16 lo = (float16)(0.0f), hi = (float16)(0.0f);
 #ifdef NORM
@@ -127,7 +120,7 @@ inline void native_quantize_block(NATIVE_XSPACE const float* xr, __global const 
 #endif
   if (b < nb) {
     // 8-float pieces through aligned pointers, as matvec.cl's x8 (PoCL splits vload16).
-    NATIVE_XSPACE const float8* x8p = (NATIVE_XSPACE const float8*)(xr + 32 * b);
+    __global const float8* x8p = (__global const float8*)(xr + 32 * b);
     lo = (float16)(x8p[0], x8p[1]);
     hi = (float16)(x8p[2], x8p[3]);
 #ifdef NORM

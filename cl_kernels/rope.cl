@@ -2,6 +2,34 @@
 // for pair i < n_rot/2 of a head, angle = pos * theta_base^(-2i/n_rot),
 //   (x[2i], x[2i+1]) <- (x[2i] cos - x[2i+1] sin, x[2i] sin + x[2i+1] cos)
 
+// The RoPE + KV-store epilogue of a decode q|k|v product (matvec.cl ROPE_KV, decode_layer.cl):
+// s holds rows o0 .. o0 + 3 of q|k|v (q_rows = n_head * head_dim rows of q, then n_kv_heads k
+// heads and as many v heads; head_dim % 4 == 0, so they are pairs (2j, 2j+1), (2j+2, 2j+3) of
+// one head, d = o0 % head_dim). q and k rows are rotated by the row's angles cs ([n_rot/2]
+// (cos, sin)), k and v rows also go to `slot` of their head in k_cache / v_cache
+// ([n_kv_heads][cap][head_dim]). The same arithmetic as rope_store_kv below.
+inline void rope_store_rows4(float s[4], const int o0, __global const float2* cs, const int head_dim,
+                             const int n_rot, const int q_rows, const int n_kv_heads, __global kv_t* k_cache,
+                             __global kv_t* v_cache, const int cap, const int slot) {
+  const int qk_rows = q_rows + n_kv_heads * head_dim, d = o0 % head_dim;
+  if (o0 < qk_rows)
+    for (int p = 0; p < 2; ++p) {
+      const int j = d / 2 + p;
+      if (2 * j < n_rot) {
+        const float2 c = cs[j];
+        const float x0 = s[2 * p], x1 = s[2 * p + 1];
+        s[2 * p] = x0 * c.x - x1 * c.y;
+        s[2 * p + 1] = x0 * c.y + x1 * c.x;
+      }
+    }
+  if (o0 >= q_rows) {
+    const bool is_k = o0 < qk_rows;
+    const int g = (o0 - (is_k ? q_rows : qk_rows)) / head_dim;
+    __global kv_t* dst = (is_k ? k_cache : v_cache) + ((size_t)g * cap + slot) * head_dim + d;
+    for (int i = 0; i < 4; ++i) KV_STORE(s[i], dst + i);
+  }
+}
+
 // Rotates the q and k heads of fused q|k|v rows in place, with the angles precomputed once per
 // chunk (the same table serves every layer), and stores the rotated keys and the values of the
 // chunk into the KV cache (one launch per layer):

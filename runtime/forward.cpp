@@ -17,7 +17,7 @@ namespace {
 constexpr int kMatvecMaxRows = 4;  // below this many rows, read quantized weights directly
 
 struct Sizes {
-  size_t ids, x, qkv, attn, lse, gu, act, logits, q8, parts, split_part, split_count;
+  size_t ids, x, qkv, attn, lse, gu, act, logits, q8, split_part, split_count;
   int widest_in;            // widest GEMM input
   size_t largest_weight;    // floats of the largest dequantized weight (or LM-head tile)
 };
@@ -44,7 +44,6 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
           n * c.n_ff * 4,
           std::max<size_t>(c.n_vocab, n * std::min(lm_tile, c.n_vocab)) * 4,
           ops::q8_bytes(kMatvecMaxRows, widest_in),
-          size_t(std::max(c.n_head, c.n_ff / 32)) * c.n_embd * 4,  // each of o_parts, down_parts
           ops::decode_split_part_bytes(decode_shape(c), kMaxDecodeSplits),
           ops::decode_split_count_bytes(decode_shape(c)),
           widest_in,
@@ -82,8 +81,7 @@ cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const cl::Tu
       s.ids * (1 + rope_tables * cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8 +
       sizeof(int) +  // the greedy token
       ops::kDecodeLayerSyncInts * sizeof(cl_int) +
-      s.split_part + s.split_count +
-      (tuning.decode_split_sums ? size_t(cfg.n_embd) * 4 + 2 * s.parts : 0);
+      s.split_part + s.split_count;
   p[cl::MemCategory::Scratch] = s.logits;
   if (cfg.has_local_layers()) {
     const int cap = KvStore::window_capacity(cfg, max_chunk);
@@ -124,11 +122,6 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   layer_sync_ = mem.alloc(MemCategory::Activations, ops::kDecodeLayerSyncInts * sizeof(cl_int), "decode_layer_sync");
   ctx.fill_zero(layer_sync_, ops::kDecodeLayerSyncInts * sizeof(cl_int));
   decode_splits_ = std::min(kMaxDecodeSplits, ops::decode_splits(ctx, decode_shape(c)));
-  if (ctx.tuning().decode_split_sums) {  // only where the tuning splits decode (Forward::split_sums)
-    x_row_ = mem.alloc(MemCategory::Activations, size_t(c.n_embd) * 4, "x_row");
-    o_parts_ = mem.alloc(MemCategory::Activations, s.parts, "o_parts");
-    down_parts_ = mem.alloc(MemCategory::Activations, s.parts, "down_parts");
-  }
   logits_ = mem.alloc(MemCategory::Scratch, s.logits, "logits");
   if (kv.n_layers() != int(KvStore::layers_of(c, KvKind::Global).size()) || kv.kind() != KvKind::Global)
     throw cl::ClError("Forward: the KV store given must hold the model's global-attention layers");
@@ -201,7 +194,7 @@ void Forward::set_normed_input(const cl::Buffer& w, int n, bool fuse, const ops:
   // the native dot the work-group quantizes the input anyway, and the norm comes with it.
   if (fuse && (ctx_.tuning().matvec_norm_fusion || ops::matvec_native(ctx_, first))) {
     set_input(x_, n, c.n_embd);
-    input_norm_ = {&w, c.rms_eps, {}};
+    input_norm_ = {&w, c.rms_eps};
   } else {
     ops::rms_norm(ctx_, x_, w, xn_, n, c.n_embd, c.rms_eps);  // xn [n][n_embd]
     set_input(xn_, n, c.n_embd);
@@ -283,7 +276,6 @@ void Forward::eval(const TokenId* tokens, int n, const EvalOptions& opts) {
   if (c.embd_scale != 1.f) ops::scale(ctx_, x_, size_t(n) * c.n_embd, c.embd_scale);
 
   for (int l = 0; l < c.n_layer; ++l) layer(l, n);
-  resolve_parts();
   // Final norm of every row: the LM head reads xn.
   ops::rms_norm(ctx_, x_, m_.output_norm, xn_, n, c.n_embd, c.rms_eps);
   // A chunk is waited for (its callers time it and read its results); a decode row goes on
@@ -312,8 +304,6 @@ void Forward::layer(int l, int n) {
   ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv.capacity(), kv.half()};
   shape.scale = c.attn_scale;
   shape.window = local ? c.sliding_window : 0;
-  if (split_sums(l, n, shape)) return layer_split(l, kv, li, shape, local ? pos_local_ : pos_);
-  resolve_parts();
   if (n == 1 && !c.post_norms && !c.qk_norm && L.qkv_fused()) {
     const ops::DecodeLayer one = one_launch_layer(l, local ? pos_local_ : pos_);
     if (ops::decode_layer_supported(ctx_, shape, one)) {
@@ -376,57 +366,12 @@ void Forward::layer(int l, int n) {
   }
 }
 
-bool Forward::split_sums(int l, int n, const ops::AttentionShape& shape) const {
-  const LlamaConfig& c = m_.cfg;
-  const DeviceLayer& L = m_.layers[l];
-  if (!ctx_.tuning().decode_split_sums || n != 1 || c.post_norms || c.qk_norm || !L.qkv_fused() ||
-      c.head_dim % 4 != 0)
-    return false;
-  const GateUp g = gate_up_of(L, c.n_ff);
-  // Both normed products must take the norm inside (set_normed_input's rule), as PARTS needs.
-  auto norm_inside = [&](const ops::DeviceWeight& W) {
-    return ctx_.tuning().matvec_norm_fusion || ops::matvec_native(ctx_, W);
-  };
-  // glu_down_parts > 0 means whole 32-feature slices: at most n_ff / 32 parts, what down_parts_ holds.
-  return fusable({&L.wqkv, &g.gate, &g.up}, n) && norm_inside(L.wqkv) && norm_inside(g.gate) &&
-         g.gate.type == g.up.type && g.gate.row_bytes == g.up.row_bytes &&
-         ops::glu_down_parts(ctx_, g.gate, L.w_down, c.n_ff) > 0 && ops::attention_wo_supported(ctx_, shape, L.wo);
-}
-
-void Forward::layer_split(int l, KvStore& kv, int li, const ops::AttentionShape& shape, const cl::Buffer& angles) {
-  const LlamaConfig& c = m_.cfg;
-  const DeviceLayer& L = m_.layers[l];
-  const int n_past = kv.size();
-  // q|k|v of rmsnorm(x + the previous block's down parts) * attn_norm, rotated, k and v stored;
-  // the sum (the residual) lands in x_row_.
-  const ops::RowNorm qkv_norm{&L.attn_norm, c.rms_eps, {pending_, pending_n_, &x_row_}};
-  const ops::RopeKv rkv{c.n_head,      c.n_head_kv,    c.head_dim,    c.n_rot, &angles,
-                        &kv.keys(li),  &kv.values(li), kv.capacity(), n_past,  kv.half()};
-  ops::matvec_qkv_rope(ctx_, L.wqkv, x_, qkv_norm, 1, qkv_, rkv);  // q|k|v [1][qkv_ld]
-  // Attention, and each head's share of Wo . attn in o_parts_ [n_head][n_embd].
-  ops::attention_wo(ctx_, shape, qkv_, kv.keys(li), kv.values(li), n_past, attn_, lse_, L.wo, o_parts_);
-  if (!(window_ && c.is_local(l))) add_mass(kv, li, shape, n_past);
-  // gate|up of rmsnorm(x_row + the Wo parts) * ffn_norm, the GLU, and each work-group's share of
-  // W_down . act in down_parts_; the sum x_row + Wo parts (the residual) lands in x_.
-  const ops::RowNorm ffn_norm{&L.ffn_norm, c.rms_eps, {&o_parts_, c.n_head, &x_}};
-  const GateUp g = gate_up_of(L, c.n_ff);
-  pending_n_ = ops::matvec_glu_down(ctx_, g.gate, g.up, g.up_row0, c.n_ff, glu_of(c), x_row_, ffn_norm, 1, L.w_down,
-                                    down_parts_);
-  pending_ = &down_parts_;
-}
-
 ops::DecodeLayer Forward::one_launch_layer(int l, const cl::Buffer& angles) const {
   const LlamaConfig& c = m_.cfg;
   const DeviceLayer& L = m_.layers[l];
   const GateUp g = gate_up_of(L, c.n_ff);
   return {&L.wqkv, &L.wo, &g.gate, &g.up, g.up_row0, c.n_ff, &L.w_down, &L.attn_norm, &L.ffn_norm,
           c.rms_eps, glu_of(c), c.n_rot, &angles};
-}
-
-void Forward::resolve_parts() {
-  if (pending_n_ > 0) ops::add_parts(ctx_, x_, *pending_, pending_n_, 1, m_.cfg.n_embd);  // x[0] += parts
-  pending_ = nullptr;
-  pending_n_ = 0;
 }
 
 void Forward::gate_up_act(const DeviceLayer& L, int n) {

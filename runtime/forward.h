@@ -95,15 +95,8 @@ class Forward {
   // One transformer block: attention, then the gated feed-forward, each added into x_.
   void layer(int l, int n);
   void add_mass(KvStore& kv, int li, const ops::AttentionShape& shape, int n_past);
-  // Decode of one row in 3 launches (tuning decode_split_sums): the Wo and down products
-  // left as split sums that the next normed product adds as it reads the residual. Whether
-  // layer l can, and the block itself.
-  bool split_sums(int l, int n, const ops::AttentionShape& shape) const;
-  void layer_split(int l, KvStore& kv, int li, const ops::AttentionShape& shape, const cl::Buffer& angles);
   // A decode row's block in one launch (tuning decode_layer_launch, ops::decode_layer_supported).
   ops::DecodeLayer one_launch_layer(int l, const cl::Buffer& angles) const;
-  // Adds split sums still pending into x_ (before a product or reader that does not take them).
-  void resolve_parts();
   // Writes the token ids and RoPE tables of rows at positions first.. (and the local layers'
   // from local_first) through host staging that persists, without waiting for the copies.
   void upload_rows(const TokenId* tokens, int n, int first, int local_first);
@@ -136,13 +129,6 @@ class Forward {
   int decode_splits_ = 1;   // items per KV head of a decode row's attention (ops::decode_splits)
   cl::Buffer gu_;    // [max_chunk][2*n_ff]   gate | up
   cl::Buffer act_;   // [max_chunk][n_ff]
-  // decode_split_sums (one row; allocated only under it): the residual row between the two
-  // halves of a block, and the split sums of Wo (one per head) and of down (one per work-group).
-  cl::Buffer x_row_;       // [n_embd]
-  cl::Buffer o_parts_;     // [max(n_head, n_ff / 32)][n_embd]
-  cl::Buffer down_parts_;  // [max(n_head, n_ff / 32)][n_embd]
-  const cl::Buffer* pending_ = nullptr;  // split sums not yet in x_ (row 0), pending_n_ of them
-  int pending_n_ = 0;
   GemmLayer gemm_;   // prefill products (its buffers: category gemm)
   cl::Buffer* input_ = nullptr;
   int input_rows_ = 0;

@@ -34,19 +34,9 @@ void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buff
 //   matvec_glu:  out[r][o] = act(gate[o] . x'[r]) * (up[up_row0 + o] . x'[r]) for o < n_ff, with
 //                x' = x, or rmsnorm(x) * norm.w when norm.w is set   out: [n_rows][n_ff]
 //                (fused gate|up: gate = up = that matrix, up_row0 = n_ff; separate: up_row0 = 0)
-// Under a norm, the row may also be x + the split sums a fused decode launch left
-// (matvec_glu_down, attention_wo): parts [n][n_rows][K] added in order into the row the
-// products read, and the sum written to x_out ([n_rows][K], another buffer than x) by the
-// first work-group, as the new residual. x_out null: the row is x.
-struct RowParts {
-  const Buffer* parts = nullptr;
-  int n = 0;
-  Buffer* x_out = nullptr;
-};
 struct RowNorm {
   const Buffer* w = nullptr;  // [K] float; null: no norm
   float eps = 0.f;
-  RowParts add;               // with w: x + parts (see RowParts)
 };
 enum class Glu { Silu, GeluTanh };
 void matvec_norm(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows, Buffer& y,
@@ -68,20 +58,6 @@ struct RopeKv {
 };
 void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows,
                      Buffer& qkv, const RopeKv& kv);
-
-// matvec.cl DOWN_PARTS: the feed-forward block of a decode row in one launch: matvec_glu's
-// activations (norm inside, as there) multiplied by `down` ([n_embd rows][n_ff], gate's
-// encoding) in slices: work-group g writes parts[g][r][:] = down[:, its features] . act[r][its
-// features], so down . act[r] = sum over g of parts[g][r] (consumed by the next normed
-// product's RowParts, or add_parts). Returns the number of parts written; call only where
-// glu_down_parts() > 0 (the weights share an encoding, n_ff a multiple of 32, and the tuned
-// work-group holds a whole number of 32-blocks of features). parts: [glu_down_parts][n_rows][n_embd].
-int glu_down_parts(const Context& c, const DeviceWeight& gate, const DeviceWeight& down, int n_ff);
-int matvec_glu_down(Context& c, const DeviceWeight& gate, const DeviceWeight& up, int up_row0, int n_ff, Glu act,
-                    const Buffer& x, const RowNorm& norm, int n_rows, const DeviceWeight& down, Buffer& parts);
-
-// elementwise.cl: x[r] += sum_p parts[p][r] (in order)   x: [n_rows][K]  parts: [n_parts][n_rows][K]
-void add_parts(Context& c, Buffer& x, const Buffer& parts, int n_parts, int n_rows, int k);
 
 // Whether the matvec.cl products of W (every variant above) run in the CPU's own 8-bit dot
 // instruction (native_dot.cl): the device has one, the tuning's matvec_native_dot lists it, W
@@ -212,14 +188,6 @@ size_t decode_split_count_bytes(const AttentionShape& s);
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse,
                const DecodeSplit& split = {});
-// attention.cl WO_PARTS: decode attention (one row at slot n_past, the CPU decode kernel) as
-// `attention` computes it (out, lse), with the output projection split by head: parts[h][o] =
-// Wo[o][h's columns] . out[h], so Wo . out = sum over heads (consumed as RowParts). Call
-// only where attention_wo_supported: attention_vec16 tuned (the CPU decode kernel), head_dim
-// a multiple of 32, Wo of n_heads * head_dim columns.   parts: [n_heads][Wo.rows]
-bool attention_wo_supported(const Context& c, const AttentionShape& s, const DeviceWeight& Wo);
-void attention_wo(Context& c, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
-                  int n_past, Buffer& out, Buffer& lse, const DeviceWeight& Wo, Buffer& parts);
 // decode_layer.cl: a decode row's transformer block in one launch (x += Wo . attention(...),
 // then x += Wd . GLU(...); Forward::layer's five steps, the same arithmetic as their launches
 // in the native dot and attention_decode_lanes_group). sync: 11 ints, zero before the first

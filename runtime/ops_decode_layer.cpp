@@ -12,7 +12,7 @@ namespace infinipot::ops {
 namespace {
 
 constexpr const char* kFiles =
-    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+native_dot.cl+attention.cl+decode_layer.cl";
+    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+rope.cl+native_dot.cl+attention.cl+decode_layer.cl";
 
 void require(bool ok, const char* what) {
   if (!ok) throw cl::ClError(std::string("invalid launch: decode_layer: ") + what);

@@ -159,29 +159,6 @@ static cl::NDRange attention_group(const Context& c) {
   return c.device().type == "cpu" ? cl::NDRange(kCpuAttentionGroup, 1) : cl::NDRange();
 }
 
-bool attention_wo_supported(const Context& c, const AttentionShape& s, const DeviceWeight& Wo) {
-  return c.tuning().attention_vec16 && s.head_dim % 32 == 0 && Wo.cols == s.n_heads * s.head_dim &&
-         c.tuning().matvec_local >= 1 && size_t(c.tuning().matvec_local) <= c.device().max_work_group_size;
-}
-
-void attention_wo(Context& c, const AttentionShape& s, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
-                  int n_past, Buffer& out, Buffer& lse, const DeviceWeight& Wo, Buffer& parts) {
-  if (!attention_wo_supported(c, s, Wo))
-    throw cl::ClError("invalid launch: attention_wo needs the CPU decode kernel (attention_vec16), head_dim % 32 == 0 "
-                      "and Wo of n_heads * head_dim columns");
-  if (n_past + 1 > s.cap) throw cl::ClError("invalid launch: attention past the KV capacity");
-  if (parts.bytes() < size_t(s.n_heads) * Wo.rows * 4 || out.bytes() < size_t(s.n_heads) * s.head_dim * 4 ||
-      lse.bytes() < size_t(s.n_heads) * 4)
-    throw cl::ClError("invalid launch: attention_wo buffers too small");
-  // Wo's rows split over the items of each head's work-group (matvec_local of them).
-  const size_t local = size_t(c.tuning().matvec_local);
-  c.kernel("quant_formats.cl+kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes_wo",
-           attention_options(s) + " -DDECODE_LANES -DWO_PARTS " + wtype_option(Wo.type))
-      .args(q, k_cache, v_cache, s.cap, n_past, score_scale(s), out, lse, s.n_heads, window_arg(s), Wo.buf,
-            Wo.row_bytes, Wo.rows, Wo.cols, parts)
-      .launch(c.queue(), {size_t(s.n_heads) * local}, {local});
-}
-
 int decode_splits(const Context& c, const AttentionShape& s) {
   const uint64_t units = std::max<uint64_t>(1, c.device().compute_units);
   return static_cast<int>(std::min<uint64_t>((2 * units + s.n_kv_heads - 1) / s.n_kv_heads, 64));

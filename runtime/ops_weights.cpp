@@ -71,22 +71,6 @@ static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, con
   require(W.cols % 8 == 0, what, ": K must be a multiple of 8");
   require(x.bytes() >= size_t(n_rows) * W.cols * 4, what, ": input too small");
   require(!norm.w || norm.w->bytes() >= size_t(W.cols) * 4, what, ": norm weight too small");
-  const RowParts& a = norm.add;
-  if (a.x_out) {
-    require(norm.w != nullptr, what, ": parts are added only into a normed row");
-    require(a.n >= 0 && (a.n == 0 || (a.parts && a.parts->bytes() >= size_t(a.n) * n_rows * W.cols * 4)),
-            what, ": parts buffer too small");
-    require(a.x_out->bytes() >= size_t(n_rows) * W.cols * 4 && a.x_out->get() != x.get(),
-            what, ": the summed row needs its own buffer of n_rows x K");
-  }
-}
-
-// The arguments matvec.cl's PARTS variant takes after the others, from index `first`; returns
-// the index after them (first itself when the variant is not PARTS).
-static cl_uint set_parts_args(cl::Kernel& k, cl_uint first, const RowNorm& norm, const Buffer& x) {
-  if (!norm.w || !norm.add.x_out) return first;
-  k.args_at(first, norm.add.n > 0 ? *norm.add.parts : x, norm.add.n, *norm.add.x_out);
-  return first + 3;
 }
 
 // matvec.cl's -D options every variant shares: the weight type, the norm inside (its width
@@ -95,7 +79,6 @@ static std::string matvec_options(Context& c, const DeviceWeight& W, const RowNo
   const int prefetch = c.tuning().matvec_prefetch;
   const bool native = matvec_native(c, W);
   return wtype_option(W.type) + (norm.w ? " -DNORM -DNORM_K=" + std::to_string(W.cols) : "") +
-         (norm.w && norm.add.x_out ? " -DPARTS" : "") +
          (prefetch > 0 ? " -DPREFETCH_BYTES=" + std::to_string(prefetch) : "") +
          (native ? " -DNATIVE_DOT=" + std::to_string(c.device().native_dot) + " -DNATIVE_K=" + std::to_string(W.cols) +
                        c.exact_divide_option()
@@ -103,14 +86,14 @@ static std::string matvec_options(Context& c, const DeviceWeight& W, const RowNo
 }
 
 constexpr const char* kMatvecFiles =
-    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+native_dot.cl+matvec.cl";
+    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+rope.cl+native_dot.cl+matvec.cl";
 
 // What matvec_options reads of a launch, beyond the context's device and tuning (the key of
 // Context's kernel lookup without options text), with the variant's own options text: a
 // string literal per variant, its address part of the key.
 static Context::LaunchKey matvec_key(const char* site, const DeviceWeight& W, const RowNorm& norm,
                                      const char* variant) {
-  return {site, {int64_t(W.type), W.cols, norm.w != nullptr, norm.w && norm.add.x_out, int64_t(intptr_t(variant))}};
+  return {site, {int64_t(W.type), W.cols, norm.w != nullptr, int64_t(intptr_t(variant))}};
 }
 
 // matvec.cl with its fusion options (`opts`: a string literal); Wu / up_row0 / norm are
@@ -122,7 +105,6 @@ static void launch_float_matvec(Context& c, const char* opts, const DeviceWeight
                     [&] { return matvec_options(c, W, norm) + opts; });
   k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
          norm.w ? *norm.w : x, norm.eps);
-  set_parts_args(k, 13, norm, x);
   launch_rows(c, k, matvec_local_of(c, W), n_out, per_item, n_rows);
 }
 
@@ -172,50 +154,7 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
                     [&] { return matvec_options(c, W, norm) + opts; });
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
          *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
-  set_parts_args(k, 22, norm, x);
   launch_rows(c, k, matvec_local_of(c, W), W.rows, kRowsPerItem, n_rows);
-}
-
-int glu_down_parts(const Context& c, const DeviceWeight& gate, const DeviceWeight& down, int n_ff) {
-  const int local = matvec_local_of(c, gate);
-  const int features = kGluOutsPerItem * local;  // a work-group's slice of n_ff
-  if (down.type != gate.type || down.cols != n_ff || n_ff % 32 != 0 || local < 2 || features % 32 != 0 ||
-      size_t(local) > c.device().max_work_group_size)
-    return 0;
-  return (n_ff + features - 1) / features;
-}
-
-int matvec_glu_down(Context& c, const DeviceWeight& gate, const DeviceWeight& up, int up_row0, int n_ff, Glu act,
-                    const Buffer& x, const RowNorm& norm, int n_rows, const DeviceWeight& down, Buffer& parts) {
-  check_matvec(gate, x, n_rows, norm, "matvec_glu_down");
-  require(up.type == gate.type && up.row_bytes == gate.row_bytes && up.cols == gate.cols,
-          "matvec_glu_down: gate and up weights differ in encoding or width");
-  require(n_ff >= 1 && n_ff <= gate.rows && up_row0 >= 0 && up_row0 + n_ff <= up.rows,
-          "matvec_glu_down: gate or up rows outside their matrix");
-  const int n_parts = glu_down_parts(c, gate, down, n_ff);
-  require(n_parts > 0, "matvec_glu_down: these weights and this work-group size do not split (glu_down_parts)");
-  require(parts.bytes() >= size_t(n_parts) * n_rows * down.rows * 4, "matvec_glu_down: parts buffer too small");
-  const int local = matvec_local_of(c, gate);
-  const std::string opts = std::string(act == Glu::Silu ? " -DGLU=1" : " -DGLU=2") + " -DDOWN_PARTS -DDOWN_LOCAL=" +
-                           std::to_string(local);
-  auto k = c.kernel(kMatvecFiles, "matvec", matvec_options(c, gate, norm) + opts);
-  // y is unused under DOWN_PARTS (parts stand in for it).
-  k.args(gate.buf, gate.row_bytes, n_ff, gate.cols, x, n_rows, parts, 0, n_ff, up.buf, up_row0,
-         norm.w ? *norm.w : x, norm.eps);
-  k.args_at(set_parts_args(k, 13, norm, x), down.buf, down.row_bytes, down.rows, parts);
-  const size_t items = size_t(n_parts) * local;
-  k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
-  return n_parts;
-}
-
-void add_parts(Context& c, Buffer& x, const Buffer& parts, int n_parts, int n_rows, int k) {
-  require(n_parts >= 0 && n_rows >= 1 && k >= 1, "add_parts: bad sizes");
-  require(x.bytes() >= size_t(n_rows) * k * 4 && parts.bytes() >= size_t(n_parts) * n_rows * k * 4,
-          "add_parts: buffers too small");
-  if (n_parts == 0) return;
-  c.kernel("activations.cl+elementwise.cl", "add_parts")
-      .args(x, parts, n_parts, n_rows, k)
-      .launch(c.queue(), {size_t(k), size_t(n_rows)});
 }
 
 size_t q8_bytes(int n_rows, int k) { return size_t(n_rows) * (k / 32) * kQ8BlockBytes; }

@@ -79,13 +79,12 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
       throw ClError("platforms/tuning.json: 'matvec_native_dot' must be a list of native dot forms among "
                     "\"avx512_vnni\", \"avx2\", got " + j["matvec_native_dot"].dump());
   }
-  for (const char* k : {"matvec_fusion", "matvec_norm_fusion", "attention_vec16", "decode_split_sums", "decode_layer_launch"})
+  for (const char* k : {"matvec_fusion", "matvec_norm_fusion", "attention_vec16", "decode_layer_launch"})
     if (j.contains(k) && !j[k].is_boolean())
       throw ClError(std::string("platforms/tuning.json: '") + k + "' must be true or false, got " + j[k].dump());
   t.gemm_backend = j.value("gemm_backend", t.gemm_backend);
   t.matvec_fusion = j.value("matvec_fusion", t.matvec_fusion);
   t.matvec_norm_fusion = j.value("matvec_norm_fusion", t.matvec_norm_fusion);
-  t.decode_split_sums = j.value("decode_split_sums", t.decode_split_sums);
   t.decode_layer_launch = j.value("decode_layer_launch", t.decode_layer_launch);
   if (j.contains("matvec_int8")) t.matvec_int8 = j["matvec_int8"].get<std::vector<std::string>>();
   t.matvec_local = j.value("matvec_local", t.matvec_local);
@@ -106,19 +105,19 @@ void apply_values(Tuning& t, const nlohmann::json& j, const DeviceInfo& dev) {
 
 }  // namespace
 
-const char* const kTuningKeys[20] = {"gemm_backend",         "gemm_tile_rows",     "gemm_native_types",  "prefill_chunk",
+const char* const kTuningKeys[19] = {"gemm_backend",         "gemm_tile_rows",     "gemm_native_types",  "prefill_chunk",
                                      "attention_vec16",      "attention_vec16_rows", "attention_tile_rows",
                                      "attention_key_tile",   "attention_decode_split", "matvec_int8",
                                      "matvec_fusion",        "matvec_norm_fusion", "matvec_local",
                                      "matvec_prefetch",      "matvec_native_dot",  "matvec_native_types",
-                                     "matvec_native_local",  "decode_split_sums",  "decode_layer_launch", "norm_local"};
+                                     "matvec_native_local",  "decode_layer_launch", "norm_local"};
 
 nlohmann::json Tuning::to_json() const {
   return {{"vendor", vendor_key}, {"device", device_key}, {"gemm_backend", gemm_backend}, {"gemm_tile_rows", gemm_tile_rows},
           {"gemm_native_types", gemm_native_types},
           {"matvec_int8", matvec_int8}, {"matvec_fusion", matvec_fusion}, {"matvec_norm_fusion", matvec_norm_fusion}, {"matvec_local", matvec_local}, {"matvec_prefetch", matvec_prefetch},
           {"matvec_native_dot", matvec_native_dot}, {"matvec_native_types", matvec_native_types},
-          {"matvec_native_local", matvec_native_local}, {"decode_split_sums", decode_split_sums},
+          {"matvec_native_local", matvec_native_local},
           {"decode_layer_launch", decode_layer_launch},
           {"norm_local", norm_local},
           {"attention_tile_rows", attention_tile_rows}, {"attention_key_tile", attention_key_tile}, {"attention_vec16", attention_vec16},

@@ -56,12 +56,6 @@ struct Tuning {
   // dot (cl_kernels/gemm_native.cl: the input quantized to 16 bits per 32-block, vpdpwssd) where
   // the device has AVX-512 VNNI and matvec_native_dot lists it; the others in the float GEMM.
   std::vector<std::string> gemm_native_types;
-  // Decode of one row leaves the Wo product and the down product as split sums inside the
-  // launches before them (attention.cl WO_PARTS: attention with each head's share of Wo;
-  // matvec.cl DOWN_PARTS: gate|up, GLU and each work-group's share of down), which the next
-  // normed product adds into the residual as it reads it (PARTS): 3 launches a layer instead
-  // of 5, where the model and the tuned kernels allow it (Forward::layer).
-  bool decode_split_sums = false;
   // Decode of one row runs each transformer block in one launch (cl_kernels/decode_layer.cl:
   // a work-group per compute unit, the block's five steps shared out by counters), where the
   // model and the tuned kernels allow it (ops::decode_layer_supported); else 5 launches a block.
@@ -72,7 +66,7 @@ struct Tuning {
 };
 
 // The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[20];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+extern const char* const kTuningKeys[19];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

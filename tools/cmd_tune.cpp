@@ -82,7 +82,7 @@ Timing measure(const TuneOpts& o, const nlohmann::json& overrides) {
 double score(const std::string& key, const Timing& t) {
   if (key == "matvec_local" || key == "matvec_int8" || key == "matvec_fusion" || key == "matvec_norm_fusion" ||
       key == "matvec_prefetch" || key == "matvec_native_dot" || key == "matvec_native_types" ||
-      key == "matvec_native_local" || key == "decode_split_sums" || key == "decode_layer_launch" ||
+      key == "matvec_native_local" || key == "decode_layer_launch" ||
       key == "attention_decode_split")
     return t.decode_s;
   if (key == "norm_local") return t.prefill_s + t.decode_s;
@@ -98,8 +98,7 @@ std::vector<nlohmann::json> candidates(const std::string& key) {
   if (key == "attention_decode_split") return {1, 8, 32, 64};
   if (key == "attention_vec16_rows") return {4, 8, 16};
   if (key == "matvec_prefetch") return {0, 1024, 4096};
-  if (key == "matvec_fusion" || key == "matvec_norm_fusion" || key == "attention_vec16" || key == "decode_split_sums" ||
-      key == "decode_layer_launch")
+  if (key == "matvec_fusion" || key == "matvec_norm_fusion" || key == "attention_vec16" || key == "decode_layer_launch")
     return {false, true};
   if (key == "matvec_native_dot")
     return {nlohmann::json::array(), {"avx512_vnni"}, {"avx512_vnni", "avx2"}};

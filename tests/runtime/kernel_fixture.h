@@ -11,8 +11,10 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "model_loader/quant.h"
 #include "runtime/context.h"
@@ -145,6 +147,40 @@ class KernelTest : public ::testing::Test {
 
  private:
   cl::Context* ctx_ = nullptr;
+};
+
+// Fixture of the tests of the CPU's own 8-bit dot (native_dot.cl), parameters (weight type,
+// ContextOptions::native_dot_form: -1 the device's own, 2 AVX2): its own context with every
+// form and native type listed, plus extra_tuning(). Where the device has no such dot (PoCL on
+// an x86 CPU with AVX2 has one) the path does not exist: asserted, then the test skips.
+class NativeDotTest : public ::testing::TestWithParam<std::tuple<quant::TensorType, int>> {
+ protected:
+  virtual nlohmann::json extra_tuning() const { return nlohmann::json::object(); }
+  void SetUp() override {
+    try {
+      cl::ContextOptions co;
+      co.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni", "avx2"}},
+                             {"matvec_native_types", {"Q4_0", "Q4_1", "Q8_0"}}};
+      co.tuning_overrides.update(extra_tuning());
+      co.native_dot_form = std::get<1>(GetParam());
+      ctx_ = std::make_unique<cl::Context>(co);
+    } catch (const std::exception& e) {
+      FAIL() << "cannot create an OpenCL context; the kernel tests need a device: " << e.what();
+    }
+    if (ctx_->device().native_dot == 0) {
+      auto W = make_weight(*ctx_, type(), 4, 64, 1);
+      ASSERT_FALSE(ops::matvec_native(*ctx_, W.dev)) << "no native dot on this device, yet the products would take it";
+      GTEST_SKIP() << ctx_->device().name << " has no 8-bit dot instruction that PoCL kernels may use "
+                   << "(AVX-512 VNNI or AVX2 under PoCL on x86): the decode products stay on the float path here";
+    }
+  }
+  cl::Context& ctx() { return *ctx_; }
+  quant::TensorType type() const { return std::get<0>(GetParam()); }
+  template <typename T>
+  cl::Buffer upload(const std::vector<T>& v) { return testing_support::upload(ctx(), v); }
+  std::vector<float> download(const cl::Buffer& b, size_t n) { return testing_support::download(ctx(), b, n); }
+
+  std::unique_ptr<cl::Context> ctx_;
 };
 
 }  // namespace infinipot::testing_support

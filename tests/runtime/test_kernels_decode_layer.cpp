@@ -42,33 +42,10 @@ const BlockShape kShapes[] = {
     {64, 128, 2, 2, 32, 70, 96, true, false},        // GROUP 1
 };
 
-// (weight type, ContextOptions::native_dot_form: -1 the device's own, 2 AVX2)
-class DecodeLayer : public ::testing::TestWithParam<std::tuple<TensorType, int>> {
+// The native dot's fixture with decode attention on the CPU kernel and the one-launch block on.
+class DecodeLayer : public testing_support::NativeDotTest {
  protected:
-  void SetUp() override {
-    try {
-      cl::ContextOptions co;
-      co.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni", "avx2"}},
-                             {"matvec_native_types", {"Q4_0", "Q4_1", "Q8_0"}},
-                             {"attention_vec16", true},
-                             {"decode_layer_launch", true}};
-      co.native_dot_form = std::get<1>(GetParam());
-      ctx_ = std::make_unique<cl::Context>(co);
-    } catch (const std::exception& e) {
-      FAIL() << "cannot create an OpenCL context; the kernel tests need a device: " << e.what();
-    }
-    if (ctx_->device().native_dot == 0) {
-      auto W = testing_support::make_weight(*ctx_, type(), 4, 64, 1);
-      ASSERT_FALSE(ops::matvec_native(*ctx_, W.dev)) << "no native dot on this device, yet the products would take it";
-      GTEST_SKIP() << ctx_->device().name << " has no 8-bit dot instruction that PoCL kernels may use: "
-                   << "decode_layer (every product in the native dot) does not run here";
-    }
-  }
-  cl::Context& ctx() { return *ctx_; }
-  TensorType type() const { return std::get<0>(GetParam()); }
-  template <typename T>
-  cl::Buffer upload(const std::vector<T>& v) { return testing_support::upload(ctx(), v); }
-  std::vector<float> download(const cl::Buffer& b, size_t n) { return testing_support::download(ctx(), b, n); }
+  nlohmann::json extra_tuning() const override { return {{"attention_vec16", true}, {"decode_layer_launch", true}}; }
   std::vector<float> download_half(const cl::Buffer& b, size_t n) {
     std::vector<uint16_t> h(n);
     ctx().read(b, h.data(), n * 2);
@@ -76,8 +53,6 @@ class DecodeLayer : public ::testing::TestWithParam<std::tuple<TensorType, int>>
     for (size_t i = 0; i < n; ++i) f[i] = quant::fp16_to_fp32(h[i]);
     return f;
   }
-
-  std::unique_ptr<cl::Context> ctx_;
 };
 
 // The cache rows a test starts from: random entries in slots < n_past, in the store's element type.

@@ -32,34 +32,7 @@ using testing_support::random_floats;
 // SmolLM2's widths (18 blocks: 4 units and a pair; 48: whole units); 96: three blocks, no unit.
 const int kWidths[] = {32, 96, 160, 576, 1536};
 
-// (weight type, ContextOptions::native_dot_form: -1 the device's own, 2 AVX2)
-class NativeDot : public ::testing::TestWithParam<std::tuple<TensorType, int>> {
- protected:
-  void SetUp() override {
-    try {
-      cl::ContextOptions co;
-      co.tuning_overrides = {{"matvec_native_dot", {"avx512_vnni", "avx2"}},
-                             {"matvec_native_types", {"Q4_0", "Q4_1", "Q8_0"}}};
-      co.native_dot_form = std::get<1>(GetParam());
-      ctx_ = std::make_unique<cl::Context>(co);
-    } catch (const std::exception& e) {
-      FAIL() << "cannot create an OpenCL context; the kernel tests need a device: " << e.what();
-    }
-    if (ctx_->device().native_dot == 0) {
-      auto W = testing_support::make_weight(*ctx_, type(), 4, 64, 1);
-      ASSERT_FALSE(ops::matvec_native(*ctx_, W.dev)) << "no native dot on this device, yet the products would take it";
-      GTEST_SKIP() << ctx_->device().name << " has no 8-bit dot instruction that PoCL kernels may use "
-                   << "(AVX-512 VNNI under PoCL on x86): the decode products stay on the float path here";
-    }
-  }
-  cl::Context& ctx() { return *ctx_; }
-  TensorType type() const { return std::get<0>(GetParam()); }
-  template <typename T>
-  cl::Buffer upload(const std::vector<T>& v) { return testing_support::upload(ctx(), v); }
-  std::vector<float> download(const cl::Buffer& b, size_t n) { return testing_support::download(ctx(), b, n); }
-
-  std::unique_ptr<cl::Context> ctx_;
-};
+using NativeDot = testing_support::NativeDotTest;
 
 // Per output of the integer reference: the bound of the kernel's float rounding. The kernel
 // forms each block's integer sums exactly, then rounds dw*dx, one fma per 4 int32 lanes, the
@@ -231,58 +204,6 @@ TEST_P(NativeDot, FusedEpiloguesMatchThePlainProduct) {
     EXPECT_TRUE(all_close("native matvec_qkv_rope values " + name, download(d_v, zeros.size()), v_expect,
                           tol(v_expect)));
   }
-}
-
-// decode_split_sums in the native dot: a normed product over x + parts quantizes the same row
-// as over that sum computed first (the same float additions, in order: bit for bit), and the
-// feed-forward launch's down slices multiply the activations matvec_glu gives.
-TEST_P(NativeDot, SplitSumsReadTheRowThePlainProductReads) {
-  const TensorType t = type();
-  const int k = 576, rows = 45, n_parts = 3, n_ff = 160, n_embd = 45;
-  const float eps = 1e-5f;
-  const std::vector<float> x = testing_support::quantization_test_input(1, k, 1100), parts = random_floats(size_t(n_parts) * k, 1101, -0.3f, 0.3f);
-  const std::vector<float> nw = random_floats(k, 1102, 0.5f, 1.5f);
-  std::vector<float> summed = x;
-  for (int p = 0; p < n_parts; ++p)
-    for (int i = 0; i < k; ++i) summed[i] += parts[size_t(p) * k + i];
-  auto d_x = upload(x), d_parts = upload(parts), d_nw = upload(nw), d_summed = upload(summed);
-  auto d_row = upload(std::vector<float>(k, 0.f));
-  auto W = testing_support::make_weight(ctx(), t, rows, k, 1103);
-  ASSERT_TRUE(ops::matvec_native(ctx(), W.dev));
-  auto d_y = upload(std::vector<float>(rows, 0.f)), d_y_plain = upload(std::vector<float>(rows, 0.f));
-  ops::matvec_norm(ctx(), W.dev, d_x, {&d_nw, eps, {&d_parts, n_parts, &d_row}}, 1, d_y, rows);
-  ops::matvec_norm(ctx(), W.dev, d_summed, {&d_nw, eps}, 1, d_y_plain, rows);
-  const std::string name = quant::traits(t).name;
-  EXPECT_TRUE(all_close("native parts: the summed row " + name, download(d_row, k), summed, 0.0));
-  EXPECT_TRUE(all_close("native matvec_norm + parts " + name, download(d_y, rows), download(d_y_plain, rows), 0.0));
-
-  auto gu = testing_support::make_weight(ctx(), t, 2 * n_ff, k, 1104);
-  auto down = testing_support::make_weight(ctx(), t, n_embd, n_ff, 1105);
-  const int n_down = ops::glu_down_parts(ctx(), gu.dev, down.dev, n_ff);
-  ASSERT_GT(n_down, 1);
-  auto d_act = upload(std::vector<float>(n_ff, 0.f));
-  auto d_down = upload(std::vector<float>(size_t(n_down) * n_embd, 0.f));
-  ops::matvec_glu(ctx(), gu.dev, gu.dev, n_ff, n_ff, ops::Glu::Silu, d_summed, {&d_nw, eps}, 1, d_act);
-  ASSERT_EQ(ops::matvec_glu_down(ctx(), gu.dev, gu.dev, n_ff, n_ff, ops::Glu::Silu, d_x,
-                                 {&d_nw, eps, {&d_parts, n_parts, &d_row}}, 1, down.dev, d_down),
-            n_down);
-  const std::vector<float> act = download(d_act, n_ff);
-  const int per = (n_ff / 32 + n_down - 1) / n_down * 32;  // features per work-group: whole blocks, the last short
-  std::vector<float> expect(size_t(n_down) * n_embd);
-  std::vector<double> tol(expect.size());
-  for (int p = 0; p < n_down; ++p)
-    for (int o = 0; o < n_embd; ++o) {
-      double sum = 0, mag = 0;
-      for (int f = p * per; f < std::min(n_ff, (p + 1) * per); ++f) {
-        const double term = double(down.dequant[size_t(o) * n_ff + f]) * act[f];
-        sum += term;
-        mag += std::fabs(term);
-      }
-      expect[size_t(p) * n_embd + o] = float(sum);
-      tol[size_t(p) * n_embd + o] = 2.4e-7 * std::sqrt(double(per)) * mag;
-    }
-  EXPECT_TRUE(all_close("native matvec_glu_down " + name, download(d_down, expect.size()), expect,
-                        [&](size_t i) { return tol[i]; }));
 }
 
 INSTANTIATE_TEST_SUITE_P(IntegerTypes, NativeDot,
