@@ -32,7 +32,8 @@
 //   attn   [Q_DIM] float, lse [n_head]: attention's output and log-sum-exp
 //   act    [N_FF] float: the GLU's output
 //   part, count: attention's split scratch (attention.cl); count zero between launches
-//   sync   [11] int, zero between launches
+//   sync   [SYNC_INTS] int (-D, the host's kDecodeLayerSyncInts: 2 a step and the exit count),
+//          zero between launches
 #ifndef NORM
 #error "decode_layer.cl: native_dot.cl must be compiled with NORM (steps A and D quantize a normed row)"
 #endif
@@ -41,7 +42,7 @@
 #define CHUNK_FEATURES 16  // GLU features per chunk (32 rows of gate and up)
 #define MAX_K (N_FF > N_EMBD ? (N_FF > Q_DIM ? N_FF : Q_DIM) : (N_EMBD > Q_DIM ? N_EMBD : Q_DIM))
 #define MAX_NB (MAX_K / 32)
-#define SYNC_EXIT 10
+#define SYNC_EXIT (SYNC_INTS - 1)  // the count of groups out, after the five steps' pairs
 
 NATIVE_ROW_DOT_OF_WIDTH(native_row_dot_q, Q_DIM)
 NATIVE_ROW_DOT_OF_WIDTH(native_row_dot_ff, N_FF)

@@ -122,6 +122,10 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   layer_sync_ = mem.alloc(MemCategory::Activations, ops::kDecodeLayerSyncInts * sizeof(cl_int), "decode_layer_sync");
   ctx.fill_zero(layer_sync_, ops::kDecodeLayerSyncInts * sizeof(cl_int));
   decode_splits_ = std::min(kMaxDecodeSplits, ops::decode_splits(ctx, decode_shape(c)));
+  // Which blocks a decode row runs in one launch: fixed by the model, its weights and the tuning.
+  for (int l = 0; l < c.n_layer; ++l)
+    one_launch_.push_back(!c.post_norms && !c.qk_norm && m_.layers[l].qkv_fused() &&
+                          ops::decode_layer_supported(ctx, decode_shape(c), one_launch_layer(l, pos_)));
   logits_ = mem.alloc(MemCategory::Scratch, s.logits, "logits");
   if (kv.n_layers() != int(KvStore::layers_of(c, KvKind::Global).size()) || kv.kind() != KvKind::Global)
     throw cl::ClError("Forward: the KV store given must hold the model's global-attention layers");
@@ -304,15 +308,13 @@ void Forward::layer(int l, int n) {
   ops::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, kv.capacity(), kv.half()};
   shape.scale = c.attn_scale;
   shape.window = local ? c.sliding_window : 0;
-  if (n == 1 && !c.post_norms && !c.qk_norm && L.qkv_fused()) {
-    const ops::DecodeLayer one = one_launch_layer(l, local ? pos_local_ : pos_);
-    if (ops::decode_layer_supported(ctx_, shape, one)) {
-      // The whole block in one launch: x += Wo . attention, x += Wd . GLU (decode_layer.cl).
-      ops::decode_layer(ctx_, shape, one, x_, qkv_, kv.keys(li), kv.values(li), n_past, attn_, lse_, act_,
-                        {decode_splits_, &split_part_, &split_count_}, layer_sync_);
-      if (!local) add_mass(kv, li, shape, n_past);
-      return;
-    }
+  if (n == 1 && one_launch_[l]) {
+    // The whole block in one launch: x += Wo . attention, x += Wd . GLU (decode_layer.cl).
+    ops::decode_layer(ctx_, shape, one_launch_layer(l, local ? pos_local_ : pos_), x_, qkv_, kv.keys(li),
+                      kv.values(li), n_past, attn_, lse_, act_, {decode_splits_, &split_part_, &split_count_},
+                      layer_sync_);
+    if (!local) add_mass(kv, li, shape, n_past);
+    return;
   }
 
   // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn)), rope(qk_norm(Wk·xn)), Wv·xn)

@@ -180,6 +180,13 @@ struct DecodeSplit {
   Buffer* count = nullptr;  // [n_kv_heads] ints
 };
 int decode_splits(const Context& c, const AttentionShape& s);
+// Items per KV head a decode row at slot n_past runs in: split.splits, at most one per 16-key
+// block of its window; throws where split lacks the scratch for more than one.
+int decode_split_ways(const AttentionShape& s, int n_past, const DecodeSplit& split);
+// The attention kernels' score scale (s.scale, or 1 / sqrt(head_dim)) and window argument
+// (s.window, or past the capacity for global layers: nothing cut).
+float score_scale(const AttentionShape& s);
+int window_arg(const AttentionShape& s);
 // Bytes of part for `splits` items per KV head, and of count.
 size_t decode_split_part_bytes(const AttentionShape& s, int splits);
 size_t decode_split_count_bytes(const AttentionShape& s);

@@ -1,6 +1,5 @@
 // Launcher of decode_layer.cl: a decode row's transformer block in one launch.
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "runtime/cl_error.h"
@@ -26,14 +25,14 @@ bool decode_layer_supported(const Context& c, const AttentionShape& s, const Dec
   for (const DeviceWeight* w : ws)
     if (!matvec_native(c, *w) || w->type != L.wqkv->type) return false;
   const int n_embd = L.wqkv->cols;
+  // Each width's local buffers fit: matvec_native checked them for every weight's input width.
   return c.tuning().decode_layer_launch && c.tuning().attention_vec16 && s.head_dim % 16 == 0 &&
-         s.head_dim % 4 == 0 && s.n_heads % s.n_kv_heads == 0 && (s.n_heads / s.n_kv_heads) * s.head_dim <= 256 &&
+         s.n_heads % s.n_kv_heads == 0 && (s.n_heads / s.n_kv_heads) * s.head_dim <= 256 &&
          L.wqkv->rows == (s.n_heads + 2 * s.n_kv_heads) * s.head_dim && L.wo->cols == q_dim &&
          L.wo->rows == n_embd && L.gate->cols == n_embd && L.up->cols == n_embd &&
          L.gate->row_bytes == L.up->row_bytes && L.down->cols == L.n_ff && L.down->rows == n_embd &&
          L.n_ff % 32 == 0 && L.n_ff <= L.gate->rows && L.up_row0 + L.n_ff <= L.up->rows && n_embd % 32 == 0 &&
-         q_dim % 32 == 0 && L.n_rot % 2 == 0 && L.n_rot <= s.head_dim &&
-         uint64_t(std::max({n_embd, L.n_ff, q_dim}) / 32 + 4) * 44 <= c.device().local_mem_bytes;
+         q_dim % 32 == 0 && L.n_rot % 2 == 0 && L.n_rot <= s.head_dim;
 }
 
 void decode_layer(Context& c, const AttentionShape& s, const DecodeLayer& L, Buffer& x, Buffer& qkv,
@@ -51,13 +50,7 @@ void decode_layer(Context& c, const AttentionShape& s, const DecodeLayer& L, Buf
           "norm weight or angle table too small");
   const size_t cache_bytes = size_t(s.n_kv_heads) * s.cap * s.head_dim * (s.kv_half ? 2 : 4);
   require(k_cache.bytes() >= cache_bytes && v_cache.bytes() >= cache_bytes, "cache too small");
-  const int window = s.window > 0 && s.window <= s.cap ? s.window : s.cap + 1;
-  const int blocks = (std::min(n_past + 1, window) + 15) / 16;
-  const int splits = std::max(1, std::min(split.splits, blocks));
-  require(splits == 1 || (split.part && split.count && split.part->bytes() >= decode_split_part_bytes(s, splits) &&
-                          split.count->bytes() >= decode_split_count_bytes(s)),
-          "attention split without scratch for it");
-  const float scale = s.scale > 0.f ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const int splits = decode_split_ways(s, n_past, split);
   const int prefetch = c.tuning().matvec_prefetch;
   auto k = c.kernel({"decode_layer", {int64_t(L.wqkv->type), n_embd, L.n_ff, int64_t(s.n_heads) << 32 | s.n_kv_heads,
                                       int64_t(s.head_dim) << 8 | int64_t(s.kv_half) << 1 | int64_t(L.act == Glu::Silu)}},
@@ -70,12 +63,13 @@ void decode_layer(Context& c, const AttentionShape& s, const DecodeLayer& L, Buf
                              " -DGROUP=" + std::to_string(s.n_heads / s.n_kv_heads) + (s.kv_half ? " -DKV_HALF" : "") +
                              (L.act == Glu::Silu ? " -DGLU=1" : " -DGLU=2") +
                              (prefetch > 0 ? " -DPREFETCH_BYTES=" + std::to_string(prefetch) : "") +
+                             " -DSYNC_INTS=" + std::to_string(kDecodeLayerSyncInts) +
                              c.exact_divide_option();
                     });
   Buffer& part = splits > 1 ? *split.part : attn;
   Buffer& count = splits > 1 ? *split.count : sync;
-  k.args(x, *L.attn_norm, L.wqkv->buf, L.wqkv->row_bytes, *L.cs, L.n_rot, k_cache, v_cache, s.cap, n_past, qkv, scale,
-         window, splits, part, count, attn, lse, L.wo->buf, L.wo->row_bytes, *L.ffn_norm, L.gate->buf, L.up->buf,
+  k.args(x, *L.attn_norm, L.wqkv->buf, L.wqkv->row_bytes, *L.cs, L.n_rot, k_cache, v_cache, s.cap, n_past, qkv, score_scale(s),
+         window_arg(s), splits, part, count, attn, lse, L.wo->buf, L.wo->row_bytes, *L.ffn_norm, L.gate->buf, L.up->buf,
          L.up_row0, L.gate->row_bytes, act, L.down->buf, L.down->row_bytes, L.eps, sync);
   const size_t groups = std::max<size_t>(1, c.device().compute_units);
   k.launch(c.queue(), {groups}, {1});

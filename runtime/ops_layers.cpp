@@ -138,13 +138,13 @@ static std::string attention_options(const AttentionShape& s) {
          (s.kv_half ? " -DKV_HALF" : "");
 }
 
-static float score_scale(const AttentionShape& s) {
+float score_scale(const AttentionShape& s) {
   return s.scale > 0.f ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
 }
 
 // Global layers get a window past the capacity (nothing cut; the kernels' index arithmetic
 // stays far from int overflow).
-static int window_arg(const AttentionShape& s) { return s.window > 0 && s.window <= s.cap ? s.window : s.cap + 1; }
+int window_arg(const AttentionShape& s) { return s.window > 0 && s.window <= s.cap ? s.window : s.cap + 1; }
 
 // Work-group shape of the attention kernels that leave the group to the driver: their
 // work-items keep kilobytes of private arrays (attention_mass_vec16: the block's keys, 4 KiB at
@@ -157,6 +157,16 @@ static int window_arg(const AttentionShape& s) { return s.window > 0 && s.window
 constexpr size_t kCpuAttentionGroup = 8;
 static cl::NDRange attention_group(const Context& c) {
   return c.device().type == "cpu" ? cl::NDRange(kCpuAttentionGroup, 1) : cl::NDRange();
+}
+
+int decode_split_ways(const AttentionShape& s, int n_past, const DecodeSplit& split) {
+  const int blocks = (std::min(n_past + 1, window_arg(s)) + 15) / 16;
+  const int splits = std::max(1, std::min(split.splits, blocks));
+  if (splits > 1 && !(split.part && split.count && split.part->bytes() >= decode_split_part_bytes(s, splits) &&
+                      split.count->bytes() >= decode_split_count_bytes(s)))
+    throw cl::ClError("invalid launch: decode attention split " + std::to_string(splits) +
+                      " ways without scratch for it");
+  return splits;
 }
 
 int decode_splits(const Context& c, const AttentionShape& s) {
@@ -207,12 +217,7 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     // (Gemma 3 270M: 4 query heads of 256 floats per KV head) a work-item per query head.
     const int group = s.n_heads / s.n_kv_heads;
     if (group * s.head_dim <= 256) {
-      const int blocks = (std::min(n_past + 1, window) + 15) / 16;
-      const int splits = std::max(1, std::min(split.splits, blocks));
-      if (splits > 1 && !(split.part && split.count && split.part->bytes() >= decode_split_part_bytes(s, splits) &&
-                          split.count->bytes() >= decode_split_count_bytes(s)))
-        throw cl::ClError("invalid launch: decode attention split " + std::to_string(splits) +
-                          " ways without scratch for it");
+      const int splits = decode_split_ways(s, n_past, split);
       c.kernel({"attention_decode_lanes_group", {s.head_dim, s.n_heads, s.n_kv_heads, s.kv_half}},
                "kv_format.cl+vector_reduce.cl+attention.cl", "attention_decode_lanes_group",
                [&] { return attention_options(s) + " -DDECODE_LANES"; })
