@@ -22,7 +22,7 @@ struct infinipot_model {
 struct infinipot_session {
   infinipot_model* model = nullptr;
   int pot = 0, keep = 0, reserve = 128;
-  std::string policy = "infinipot", catalyst, system;
+  std::string policy = infinipot::default_policy(true), catalyst, system;
   std::string pending;  // fed bytes not yet read (the pot reads complete words only)
   std::string text;     // without a pot: the whole document, read by ask()
   bool asked = false;
@@ -175,27 +175,15 @@ infinipot_status infinipot_session_create(infinipot_model* model, const infinipo
     }
     if (s->pot > 0) {
       infinipot::Engine& e = *model->engine;
-      infinipot::PotOptions po;
-      po.policy = s->policy;
-      po.capacity = s->pot;
-      po.keep = s->keep;
-      const infinipot::PolicyInfo& info = infinipot::find_policy(po.policy);
-      require(info.residency == infinipot::Residency::Pot,
-              "policy \"" + s->policy + "\" does not read through a pot: use a pot policy, or pot = 0");
+      infinipot::PotChoice choice;
+      choice.pot.policy = s->policy;
+      choice.pot.capacity = s->pot;
+      choice.pot.keep = s->keep;
+      choice.catalyst = s->catalyst;
       const infinipot::PromptParts parts = e.prompt_parts(s->system, "", "");
-      const std::string cap_text = s->catalyst.empty() ? infinipot::kGeneralCatalyst : s->catalyst;
-      int question_rows = 0;
-      const std::vector<infinipot::TokenId> catalyst =
-          infinipot::MemoryPot::needs_of(po).catalyst ? e.catalyst_prompt(parts, cap_text, &question_rows)
-                                                       : std::vector<infinipot::TokenId>{};
-      infinipot::PotLayout layout;
-      layout.pinned = static_cast<int>(parts.prefix.size());
-      layout.catalyst = static_cast<int>(catalyst.size());
-      layout.body = 1;
-      layout.final_tokens = s->reserve;
-      po = infinipot::MemoryPot::resolve(po, layout);
-      e.prepare_pot(po);
-      e.stream_begin(parts.prefix, catalyst, question_rows);
+      const infinipot::PotPlan plan = infinipot::PotPlan::stream(e, parts, choice, s->reserve);
+      e.prepare(plan);
+      e.stream_begin(parts.prefix, plan.catalyst(), plan.question_rows());
     }
     model->in_session = true;
     *out = s.release();
@@ -261,7 +249,7 @@ infinipot_status infinipot_session_ask(infinipot_session* s, const char* questio
         infinipot::AnswerOptions ao;
         ao.system = s->system;
         ao.n_predict = n_predict;
-        ao.pot.policy = "full";
+        ao.pot.policy = infinipot::default_policy(false);
         ao.on_text = go.on_text;
         r = infinipot::answer(e, s->text, question, ao).result;
       }

@@ -8,8 +8,6 @@
 
 namespace infinipot {
 
-const char* const kGeneralCatalyst = "Summarize the text above. List its key facts, names, numbers, dates and events.";
-
 namespace {
 
 // Where `watch` first occurs in the document, as stream indices [first, last] of the body
@@ -130,22 +128,6 @@ nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
           {"digest", digest_hex(pot.digest())}};
 }
 
-Answer answer_full(Engine& engine, const PromptParts& parts, const AnswerOptions& o, const GenerateOptions& go) {
-  const std::vector<TokenId> prompt = parts.all();
-  const int needed = static_cast<int>(prompt.size()) + o.n_predict;
-  const int capacity = o.ctx > 0 ? o.ctx : needed;
-  if (needed > capacity)
-    throw std::invalid_argument("the prompt (" + std::to_string(prompt.size()) + " tokens) plus -n " +
-                                std::to_string(o.n_predict) + " needs " + std::to_string(needed) +
-                                " KV entries but --ctx is " + std::to_string(capacity) +
-                                "; raise --ctx or shorten the input");
-  engine.prepare(capacity);
-  Answer a;
-  a.result = engine.generate(prompt, go);
-  a.kv_capacity = capacity;
-  return a;
-}
-
 // --load-pot: the snapshot fixes the model, the chat prefix and the pot; only the question is new.
 Answer answer_from_snapshot(Engine& engine, const std::string& question, const AnswerOptions& o,
                             const GenerateOptions& go) {
@@ -153,92 +135,65 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
   if (snap.model_id != engine.model_id())
     throw std::invalid_argument("pot snapshot '" + o.load_pot + "' was saved with another model (" + snap.model_id +
                                 ", this one is " + engine.model_id() + "): load it with the model it was made from");
-  PotOptions po = MemoryPot::options_from_settings(snap.settings);
-  po.device_select = o.pot.device_select;
+  PotChoice choice;
+  choice.pot = MemoryPot::options_from_settings(snap.settings);
+  choice.pot.device_select = o.pot.device_select;
+  choice.catalyst = o.catalyst;
   const PromptParts parts = engine.prompt_parts(o.system, "", question, o.raw);
   if (snap.tokens.size() < parts.prefix.size() ||
       !std::equal(parts.prefix.begin(), parts.prefix.end(), snap.tokens.begin()))
     throw std::invalid_argument("pot snapshot '" + o.load_pot + "' was saved with another chat prefix (system prompt "
                                 "or --raw): load it with the --system / --raw it was saved with");
-  const std::string cap_text = !o.catalyst.empty() ? o.catalyst : !question.empty() ? question : kGeneralCatalyst;
-  int question_rows = 0;
-  const std::vector<TokenId> catalyst =
-      MemoryPot::needs_of(po).catalyst ? engine.catalyst_prompt(parts, cap_text, &question_rows) : std::vector<TokenId>{};
-  engine.check_pot_chunk(static_cast<int>(catalyst.size()), po.capacity);
-  engine.prepare_pot(po);
+  const PotPlan plan = PotPlan::restored(engine, parts, question, choice);
+  engine.prepare(plan);
   Answer a;
-  a.result = engine.generate_restored(parts, snap, catalyst, go, question_rows);
-  a.kv_capacity = po.capacity;
-  a.pot = pot_report(*engine.pot(), static_cast<int>(catalyst.size()));
+  a.result = engine.generate_restored(parts, snap, plan.catalyst(), go, plan.question_rows());
+  a.kv_capacity = plan.kv_capacity();
+  a.pot = pot_report(*engine.pot(), static_cast<int>(plan.catalyst().size()));
   a.pot["ccd_cycles"] = engine.pot()->stats().cycles;
   a.pot["loaded_from"] = o.load_pot;
   return a;
 }
 
-// The catalyst: CaP-Q when the question is known, CaP-G otherwise (paper, Table 2); --catalyst overrides.
-std::vector<TokenId> catalyst_of(Engine& engine, const PromptParts& parts, const std::string& question,
-                                 const AnswerOptions& o, int* question_rows) {
-  const std::string cap_text = !o.catalyst.empty() ? o.catalyst : !question.empty() ? question : kGeneralCatalyst;
-  return MemoryPot::needs_of(o.pot).catalyst ? engine.catalyst_prompt(parts, cap_text, question_rows)
-                                              : std::vector<TokenId>{};
+PotChoice choice_of(const AnswerOptions& o) {
+  PotChoice c;
+  c.pot = o.pot;
+  c.catalyst = o.catalyst;
+  c.ctx = o.ctx;
+  c.at_least = o.whole_capacity;
+  return c;
 }
-
-int whole_entries(const PotLayout& layout) { return layout.pinned + layout.body + layout.catalyst + layout.final_tokens; }
 }  // namespace
 
-int whole_input_entries(Engine& engine, const std::string& document, const std::string& question,
-                        const AnswerOptions& o) {
-  const PromptParts parts = engine.prompt_parts(o.system, document, question, o.raw);
-  int question_rows = 0;
-  return whole_entries(Engine::pot_layout(parts, catalyst_of(engine, parts, question, o, &question_rows), o.n_predict));
+PotPlan answer_plan(const Engine& engine, const std::string& document, const std::string& question,
+                    const AnswerOptions& o) {
+  return PotPlan::make(engine, engine.prompt_parts(o.system, document, question, o.raw), question, choice_of(o),
+                       o.n_predict);
 }
 
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& o) {
-  if (!o.load_pot.empty()) {
-    GenerateOptions go;
-    go.n_predict = o.n_predict;
-    go.sampler = o.sampler;
-    go.on_text = o.on_text;
-    go.ignore_eos = o.ignore_eos;
-    return answer_from_snapshot(engine, question, o, go);
-  }
-  const PolicyInfo& info = find_policy(o.pot.policy);
-  const PromptParts parts = engine.prompt_parts(o.system, document, question, o.raw);
   GenerateOptions go;
   go.n_predict = o.n_predict;
   go.sampler = o.sampler;
   go.on_text = o.on_text;
-  go.on_prefill = o.on_prefill;
   go.ignore_eos = o.ignore_eos;
-  if (info.residency == Residency::FullCache) {
-    if (!o.save_pot.empty()) throw std::invalid_argument("--save-pot saves a memory pot; --policy full keeps none: give --pot N");
-    if (o.resume || o.after_chunk) throw std::logic_error("answer: --policy full has no pot to share a document prefix in");
-    return answer_full(engine, parts, o, go);
+  if (!o.load_pot.empty()) return answer_from_snapshot(engine, question, o, go);
+  go.on_prefill = o.on_prefill;
+  const PromptParts parts = engine.prompt_parts(o.system, document, question, o.raw);
+  const PotPlan plan = PotPlan::make(engine, parts, question, choice_of(o), o.n_predict);
+  if (!plan.pot()) {
+    if (!o.save_pot.empty())
+      throw std::invalid_argument("--save-pot saves a memory pot; --policy " + o.pot.policy + " keeps none: give --pot N");
+    if (o.resume || o.after_chunk) throw std::logic_error("answer: the plan has no pot to share a document prefix in");
+    if (!o.watch.empty() || !o.oracle.empty() || o.pot_text)
+      throw std::logic_error("answer: watch, oracle and pot_text report on a pot; the plan has none");
+    engine.prepare(plan);
+    Answer a;
+    a.result = engine.generate(parts, plan, go);
+    a.kv_capacity = plan.kv_capacity();
+    return a;
   }
-
-  PotOptions po = o.pot;
-  int question_rows = 0;
-  const std::vector<TokenId> catalyst = catalyst_of(engine, parts, question, o, &question_rows);
-  const PotLayout layout = Engine::pot_layout(parts, catalyst, o.n_predict);
-  const bool whole = info.residency == Residency::WholeInput;
-  if (whole) {
-    // SnapKV: the whole prompt in memory; --pot is what survives its one selection.
-    if (po.keep != 0) throw std::invalid_argument("--keep does not apply to --policy snapkv: --pot N is what it keeps");
-    const int n = po.capacity, pinned = MemoryPot::pinned_of(po, layout.pinned);
-    if (n <= pinned)
-      throw std::invalid_argument("--pot " + std::to_string(n) + " with --policy snapkv keeps no more than the chat prefix (" +
-                                  std::to_string(pinned) + " tokens); use --pot " + std::to_string(pinned + 1) + " or more");
-    const int needed = whole_entries(layout);
-    if (o.whole_capacity > 0 && o.whole_capacity < needed)
-      throw std::logic_error("answer: whole_capacity " + std::to_string(o.whole_capacity) + " is below this prompt's " +
-                             std::to_string(needed) + " entries");
-    po.capacity = std::max(needed, o.whole_capacity);
-    // An input that fits in N entries is never distilled (size <= keep).
-    po.keep = std::min(n, needed - layout.catalyst - 1);
-  }
-  po = MemoryPot::resolve(po, layout);
-  engine.check_pot_chunk(layout.catalyst, po.capacity);
-  engine.prepare_pot(po);
+  engine.prepare(plan);
   if (!o.save_pot.empty())
     go.after_read = [&](const std::vector<TokenId>& stream) {
       write_pot_snapshot(o.save_pot, engine.pot()->capture(stream, engine.model_id()));
@@ -270,9 +225,9 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
       attention = attention_report(pot, engine.config(), watched, pot.catalyst_attention());
     };
   Answer a;
-  a.result = engine.generate(parts, catalyst, go, question_rows, whole);
-  a.kv_capacity = po.capacity;
-  a.pot = pot_report(*engine.pot(), static_cast<int>(catalyst.size()));
+  a.result = engine.generate(parts, plan, go);
+  a.kv_capacity = plan.kv_capacity();
+  a.pot = pot_report(*engine.pot(), static_cast<int>(plan.catalyst().size()));
   a.pot["ccd_cycles"] = engine.pot()->stats().cycles;
   if (!o.watch.empty()) {
     a.pot["watch"] = watch_report(*engine.pot(), engine.config(), watched);

@@ -1,8 +1,6 @@
-// One question about one document, answered under a KV policy: the path `infinipot run` and
-// `infinipot nih` share. The policy decides where the document lives:
-//   full      a KV cache that holds the whole prompt (refused when the budget cannot hold it);
-//   snapkv    the whole prompt in memory, then one selection down to --pot entries;
-//   any other the memory pot of --pot entries, distilled by that policy as it overflows.
+// One question about one document, answered under a KV policy: the path `infinipot run`,
+// `infinipot nih` and `infinipot bench` share. The policy's way of reading (pot/reading.h)
+// decides where the document lives; the job's PotPlan (engine/pot_plan.h) sizes it.
 #pragma once
 #include <functional>
 #include <string>
@@ -20,8 +18,8 @@ struct AnswerOptions {
   SamplerOptions sampler;
   int ctx = 0;               // full cache only: KV capacity (0 = prompt + n_predict)
   // Whole-input policies (snapkv) only: hold at least this many entries (0 = what the prompt
-  // needs). nih gives every trial of a cell the largest need of them (whole_input_entries), so
-  // that their pots have the same settings and can share a document prefix.
+  // needs). nih gives every trial of a cell the largest of their plans (answer_plan), so that
+  // their pots have the same settings and can share a document prefix.
   int whole_capacity = 0;
   // The KV policy and the pot's shape: pot.policy names it (pot/policy_registry.h); pot.capacity
   // is --pot (ignored by full).
@@ -64,12 +62,9 @@ struct Answer {
 // cl::BudgetError when --device-mem cannot hold the plan.
 Answer answer(Engine& engine, const std::string& document, const std::string& question, const AnswerOptions& opts);
 
-// The entries a whole-input policy (snapkv) holds for this prompt: the chat prefix, the
-// document, the catalyst and the final part with its answer (what answer() sizes it to).
-int whole_input_entries(Engine& engine, const std::string& document, const std::string& question,
-                        const AnswerOptions& opts);
-
-// The general catalyst prompt (CaP-G) when no question is known in advance.
-extern const char* const kGeneralCatalyst;
+// The plan answer() makes for this document and question (sized: throws as answer() does for
+// settings that cannot hold the prompt). nih sizes a cell's stores alike from it.
+PotPlan answer_plan(const Engine& engine, const std::string& document, const std::string& question,
+                    const AnswerOptions& opts);
 
 }  // namespace infinipot

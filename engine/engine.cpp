@@ -79,6 +79,22 @@ std::vector<TokenId> Engine::catalyst_prompt(const PromptParts& parts, const std
 
 void Engine::prepare(int kv_capacity) { prepare_device(kv_capacity, nullptr); }
 
+void Engine::prepare(const PotPlan& plan) {
+  if (!plan.sized()) throw std::logic_error("prepare: the plan's store is not sized");
+  if (!plan.pot()) {
+    prepare(plan.kv_capacity());
+    return;
+  }
+  check_pot_chunk(static_cast<int>(plan.catalyst().size()), plan.kv_capacity());
+  prepare_device(plan.kv_capacity(), plan.pot());
+  pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, *tokenizer_, *plan.pot());
+}
+
+uint64_t Engine::plan_bytes(const PotPlan& plan) {
+  if (!ctx_) open_context();
+  return plan_for(plan.kv_capacity(), plan.pot()).total();
+}
+
 void Engine::prepare_pot(const PotOptions& pot) {
   if (pot.keep <= 0 || pot.keep >= pot.capacity) throw std::logic_error("prepare_pot: resolve the pot options first");
   prepare_device(pot.capacity, &pot);
@@ -133,16 +149,13 @@ cl::MemoryPlan Engine::plan_for(int kv_capacity, const PotOptions* pot) const {
   return plan;
 }
 
-int Engine::largest_pot(const PotOptions& pot, const PotLayout& layout, int most) {
+int Engine::largest_pot(const PotPlan& draft, int most) {
   if (!ctx_) open_context();
   // Small pots fail the layout (prefix, catalyst and answer must fit); past that, a pot fits
   // the budget up to some size: two binary searches, the second over the pots that resolve.
-  auto resolved = [&](int capacity) -> std::optional<PotOptions> {
-    PotOptions p = pot;
-    p.capacity = capacity;
-    p.keep = 0;
+  auto resolved = [&](int capacity) -> std::optional<PotPlan> {
     try {
-      return MemoryPot::resolve(p, layout);
+      return draft.with_capacity(capacity);
     } catch (const std::invalid_argument&) {
       return std::nullopt;
     }
@@ -156,8 +169,8 @@ int Engine::largest_pot(const PotOptions& pot, const PotLayout& layout, int most
   }
   const uint64_t budget = ctx_->memory().budget();
   auto fits = [&](int capacity) {
-    const PotOptions p = *resolved(capacity);
-    return plan_for(capacity, &p).total() <= budget;
+    const PotPlan p = *resolved(capacity);
+    return plan_for(p.kv_capacity(), p.pot()).total() <= budget;
   };
   if (!fits(lo)) return 0;
   hi = most;  // largest that fits, in [lo, hi]
@@ -218,13 +231,8 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
     entries += " in the " + std::to_string(cfg_.n_global_layers()) + " global layers; the sliding-window layers "
                "take a fixed " + cl::format_bytes(plan[cl::MemCategory::KvCache] - KvStore::bytes_needed(cfg_, kv_capacity, kv_half_));
   const std::string half_hint = kv_half_ ? "" : ", or --kv-type f16 to halve it";
-  std::string hint;
-  if (!with_pot) hint = "a smaller KV capacity (" + entries + ")" + half_hint + ", or --pot N to read through a memory pot";
-  else if (find_policy(pot->policy).residency == Residency::WholeInput)
-    hint = "a policy that reads through the pot (--policy " + pot->policy + " holds the whole input: " + entries + ")" +
-           half_hint;
-  else hint = "a smaller --pot (" + entries + ")" + half_hint;
-  ctx_->memory().check_plan(plan, hint);
+  const Reading& reading = with_pot ? *find_policy(pot->policy).reading : reading_full_cache();
+  ctx_->memory().check_plan(plan, reading.smaller_store(pot ? pot->policy : "", entries) + half_hint);
 
   model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_));
   kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity, kv_half_);

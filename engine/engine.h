@@ -12,6 +12,7 @@
 #include "model_loader/gguf.h"
 #include "model_loader/model_config.h"
 #include "model_loader/tokenizer.h"
+#include "engine/pot_plan.h"
 #include "pot/memory_pot.h"
 #include "runtime/kv_store.h"
 #include "runtime/context.h"
@@ -113,6 +114,11 @@ class Engine {
   // many of its tokens are the question itself, before the template's tail.
   std::vector<TokenId> catalyst_prompt(const PromptParts& parts, const std::string& text, int* question_rows = nullptr) const;
 
+  // Creates the device side of a job's plan: its KV store (and pot, when it has one), after
+  // checking the whole memory plan against the budget (BudgetError naming what to change).
+  void prepare(const PotPlan& plan);
+  // Device bytes the plan needs in all (weights, activations, KV store, pot scoring).
+  uint64_t plan_bytes(const PotPlan& plan);
   // Creates the device side for a KV capacity of kv_capacity entries. Checks the whole
   // memory plan against the budget first; throws BudgetError naming the minimum.
   void prepare(int kv_capacity);
@@ -120,11 +126,11 @@ class Engine {
   // are planned and allocated too. pot must come from MemoryPot::resolve.
   void prepare_pot(const PotOptions& pot);
   // The largest pot capacity (KV entries) whose whole memory plan fits the budget
-  // (--device-mem, else the device's memory) for a pot shaped like `pot` (its capacity and
-  // keep are chosen here, keep at the policy's default) reading a prompt of this layout,
-  // searched up to `most` entries. 0 when not even the smallest pot the layout allows fits.
-  // Opens the device context if needed; allocates nothing.
-  int largest_pot(const PotOptions& pot, const PotLayout& layout, int most);
+  // (--device-mem, else the device's memory) for the draft's prompt and policy (its
+  // capacity and keep are chosen here, keep at the policy's default), searched up to `most`
+  // entries. 0 when not even the smallest pot the layout allows fits. Opens the device
+  // context if needed; allocates nothing.
+  int largest_pot(const PotPlan& draft, int most);
   // The largest full KV cache (entries = prompt + answer tokens) that fits the budget, up
   // to `most`; 0 if none does.
   int largest_full_cache(int most);
@@ -147,12 +153,15 @@ class Engine {
 
   // Feeds the prompt (chunked prefill) then samples until EOS/end-of-turn or n_predict.
   GenerateResult generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts);
+  // Reads the prompt through the store prepare(plan) made and samples as above: with a pot,
+  // the prefix pinned, the body distilled as it overflows (the plan's reading finishes it:
+  // SnapKV's one selection), question and tail appended whole; without, the plain cache.
+  GenerateResult generate(const PromptParts& prompt, const PotPlan& plan, const GenerateOptions& opts);
   // Reads the prompt through the memory pot (prepare_pot): prefix pinned, body distilled as it
-  // overflows, question and tail appended whole; then samples as generate() does.
-  // whole_input: the pot holds the whole prompt (SnapKV): it is read without distilling, then
-  // distilled once to the pot's keep before the question is appended.
+  // overflows, reading.after_document once the body is in, question and tail appended
+  // whole; then samples as generate() does.
   GenerateResult generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst, const GenerateOptions& opts,
-                          int question_rows = 0, bool whole_input = false);
+                          int question_rows = 0, const Reading& reading = reading_through_pot());
   // Answers from a restored pot (--load-pot): the pot (prepare_pot with the snapshot's
   // options) takes the snapshot's state, then the question and tail go in and it samples as
   // generate() does. prompt.body is ignored (the snapshot holds the document).

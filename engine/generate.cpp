@@ -89,11 +89,11 @@ PotLayout Engine::pot_layout(const PromptParts& prompt, const std::vector<TokenI
   std::vector<TokenId> body, final_part;
   split_final(prompt, body, final_part);
   return {static_cast<int>(prompt.prefix.size()), static_cast<int>(catalyst.size()), static_cast<int>(body.size()),
-          static_cast<int>(final_part.size()) + n_predict};
+          static_cast<int>(final_part.size()) + n_predict, n_predict};
 }
 
 GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst,
-                                const GenerateOptions& opts, int question_rows, bool whole_input) {
+                                const GenerateOptions& opts, int question_rows, const Reading& reading) {
   if (!pot_) throw cl::ClError("generate: prepare_pot() was not called");
   if (prompt.body.empty()) throw std::invalid_argument("the document is empty: give text with -p or -f");
   if (opts.n_predict < 0) throw std::invalid_argument("-n must be >= 0");
@@ -124,7 +124,7 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
              static_cast<int>(final_part.size()) + opts.n_predict);
   pot_->set_on_chunk({});
   if (opts.after_body) opts.after_body();
-  if (whole_input) pot_->distill();  // SnapKV: one selection over the whole input
+  reading.after_document(*pot_);  // SnapKV: one selection over the whole input
   if (opts.after_read) {
     std::vector<TokenId> stream = prompt.prefix;
     stream.insert(stream.end(), body.begin(), body.end());
@@ -134,6 +134,11 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
   r.prefill_s = seconds_since(t0);
   decode(opts, t0, r);
   return r;
+}
+
+GenerateResult Engine::generate(const PromptParts& prompt, const PotPlan& plan, const GenerateOptions& opts) {
+  if (!plan.pot()) return generate(prompt.all(), opts);
+  return generate(prompt, plan.catalyst(), opts, plan.question_rows(), plan.reading());
 }
 
 GenerateResult Engine::generate_restored(const PromptParts& prompt, const PotSnapshot& snap,

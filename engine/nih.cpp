@@ -254,29 +254,6 @@ bool key_found(const std::string& answer, const std::string& key) {
 // ---------------------------------------------------------------------------------------
 // Command-line lists
 
-std::string PolicySpec::config() const {
-  if (!uses_pot()) return name;
-  std::string s = name + ":pot=" + std::to_string(pot);
-  if (keep > 0) s += ":keep=" + std::to_string(keep);
-  if (nuc_ratio != 0.5f) s += ":nuc_ratio=" + fmt_g(nuc_ratio);
-  if (pool >= 0) s += ":pool=" + std::to_string(pool);
-  if (recent >= 0) s += ":recent=" + std::to_string(recent);
-  if (ahead >= 0) s += ":ahead=" + std::to_string(ahead);
-  if (per_head) s += ":heads=per-head";
-  if (per_layer) s += ":layers=per-layer";
-  if (units != UnitRule::Word) s += std::string(":units=") + unit_rule_name(units);
-  if (cap_all_rows) s += ":cap_rows=all";
-  if (general_catalyst) s += ":catalyst=general";
-  // Reset (CR-RoPE) is what a config without a rule has always meant, on every model; `auto`
-  // is named by what it resolves to (resolve_positions), so a label never depends on the model.
-  if (positions == PositionRule::Stream) s += ":cr_rope=0";  // the name older records carry
-  else if (positions == PositionRule::Fit || positions == PositionRule::Gaps)
-    s += std::string(":positions=") + position_rule_name(positions);
-  if (gap > 0) s += ":gap=" + std::to_string(gap);
-  if (oracle) s += ":oracle=1";
-  return s;
-}
-
 void resolve_positions(std::vector<PolicySpec>& specs, const std::string& architecture) {
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
@@ -288,106 +265,20 @@ void resolve_positions(std::vector<PolicySpec>& specs, const std::string& archit
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:pot=N:keep=K:nuc_ratio=A:pool=P:ahead=F:recent=R:heads=per-head:layers=per-layer:units=word|plain|alnum|token:cap_rows=all:catalyst=general:cr_rope=0:positions=reset|fit|gaps|auto:gap=G:oracle=1, e.g. "
+  const std::string usage = " (--policy takes a comma list of NAME or NAME:key=value:..., keys pot, keep, nuc_ratio, pool, "
+                            "ahead, recent, heads=per-head, layers=per-layer, units=word|plain|alnum|token, cap_rows=all, "
+                            "catalyst=general, cr_rope=0, positions=reset|fit|gaps|auto, gap=G, oracle=1; e.g. "
                             "--policy full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
   for (const std::string& raw : split(list, ',')) {
     const std::string entry = trim(raw);
     if (entry.empty()) throw std::invalid_argument("--policy has an empty entry in '" + list + "'" + usage);
-    const auto parts = split(entry, ':');
     PolicySpec p;
-    p.name = parts[0];
-    if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-        }))
-      throw std::invalid_argument("--policy entry '" + entry + "' does not start with a policy name" + usage);
-    p.pot = default_pot;
-    p.keep = default_keep;
-    for (size_t i = 1; i < parts.size(); ++i) {
-      const size_t eq = parts[i].find('=');
-      if (eq == std::string::npos)
-        throw std::invalid_argument("--policy entry '" + entry + "': '" + parts[i] + "' is not key=value" + usage);
-      std::string k = parts[i].substr(0, eq);
-      const std::string v = parts[i].substr(eq + 1);
-      std::replace(k.begin(), k.end(), '-', '_');
-      if (p.name == "full")
-        throw std::invalid_argument("--policy entry '" + entry + "': full keeps the whole prompt in a KV cache; "
-                                    "pot settings do not apply to it");
-      long long n = 0;
-      auto bad = [&](const std::string& what) {
-        return std::invalid_argument("--policy entry '" + entry + "': " + k + "=" + v + " is not " + what);
-      };
-      if (k == "pot") {
-        if (!parse_int(v, n) || n < 1 || n > (1 << 24)) throw bad("a pot size in 1..16777216");
-        p.pot = static_cast<int>(n);
-      } else if (k == "keep") {
-        if (!parse_int(v, n) || n < 1 || n > (1 << 24)) throw bad("a count of entries >= 1");
-        p.keep = static_cast<int>(n);
-        p.keep_given = true;
-      } else if (k == "pool") {
-        if (!parse_int(v, n) || n > 64) throw bad("a pooling radius in 0..64");
-        p.pool = static_cast<int>(n);
-        p.pool_given = true;
-      } else if (k == "recent") {
-        if (!parse_int(v, n) || n > (1 << 24)) throw bad("a count of recent entries >= 0");
-        p.recent = static_cast<int>(n);
-        p.recent_given = true;
-      } else if (k == "ahead") {
-        if (!parse_int(v, n) || n > 64) throw bad("a pooling reach in 0..64");
-        p.ahead = static_cast<int>(n);
-        p.pool_given = true;
-      } else if (k == "units") {
-        const auto rule = parse_unit_rule(v);
-        if (!rule) throw bad("word, plain, alnum or token");
-        p.units = *rule;
-      } else if (k == "heads" || k == "layers" || k == "cap_rows" || k == "catalyst" || k == "oracle") {
-        const std::map<std::string, std::pair<std::string, bool*>> choice = {
-            {"heads", {"per-head", &p.per_head}},   {"layers", {"per-layer", &p.per_layer}},
-            {"cap_rows", {"all", &p.cap_all_rows}}, {"catalyst", {"general", &p.general_catalyst}},
-            {"oracle", {"1", &p.oracle}}};
-        const auto& [on, field] = choice.at(k);
-        const std::string off = k == "heads" || k == "layers" ? "shared"
-                                : k == "cap_rows" || k == "catalyst" ? "question" : "0";
-        if (v != on && v != off) throw bad(on + " or " + off);
-        *field = v == on;
-      } else if (k == "cr_rope") {
-        // The paper's ablation is the off value (written cr_rope=0, as older records have it);
-        // cr_rope=1 is positions=reset, left out of the config.
-        if (v != "0" && v != "1") throw bad("0 or 1");
-        p.positions = v == "1" ? PositionRule::Reset : PositionRule::Stream;
-      } else if (k == "positions") {
-        const auto rule = parse_position_rule(v);
-        if (!rule) throw bad("reset, stream, fit, gaps or auto");
-        p.positions = *rule;
-      } else if (k == "gap") {
-        if (!parse_int(v, n) || n < 1 || n > (1 << 24)) throw bad("a distance of at least 1");
-        p.gap = static_cast<int>(n);
-      } else if (k == "nuc_ratio") {
-        char* end = nullptr;
-        const double r = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !(r >= 0.0 && r <= 1.0)) throw bad("a share in [0, 1]");
-        p.nuc_ratio = static_cast<float>(r);
-        p.nuc_ratio_given = true;
-      } else {
-        throw std::invalid_argument("--policy entry '" + entry + "': unknown setting '" + k +
-                                    "' (known: pot, keep, nuc_ratio, pool, ahead, recent, heads, layers, units, cap_rows, catalyst, cr_rope, positions, gap, oracle)");
-      }
-    }
-    if (p.gap > 0 && p.positions != PositionRule::Gaps)
-      throw std::invalid_argument("--policy entry '" + entry + "': gap sets how wide positions=gaps leaves a cut; "
-                                  "add positions=gaps or drop gap");
-    if (p.gap == kDefaultPositionGap) p.gap = 0;  // the default, left out of the config
-    if (p.uses_pot()) {
-      if (p.pot <= 0)
-        throw std::invalid_argument("--policy entry '" + entry + "' needs a pot size: give --pot N or " + p.name + ":pot=N");
-      if (p.keep >= p.pot)
-        throw std::invalid_argument("--policy entry '" + entry + "': keep (" + std::to_string(p.keep) +
-                                    ") must be below the pot's size (" + std::to_string(p.pot) +
-                                    "); lower keep or raise pot");
-    } else {
-      p.pot = 0;
-      p.keep = 0;
+    try {
+      p = parse_policy_spec(entry, default_pot, default_keep);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--policy " + std::string(e.what()) + usage);
     }
     if (!seen.insert(p.config()).second)
       throw std::invalid_argument("--policy lists '" + p.config() + "' twice; drop one");

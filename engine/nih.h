@@ -11,6 +11,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 
+#include "pot/policy_spec.h"
 #include "pot/positions.h"
 #include "pot/word_runs.h"
 
@@ -110,36 +111,8 @@ std::optional<std::string> first_integer(const std::string& text);
 // Whether the answer's first integer is the key (leading zeros ignored).
 bool key_found(const std::string& answer, const std::string& key);
 
-// One entry of --policy: "name" or "name:pot=2048:keep=512:nuc_ratio=0.25:pool=1:recent=64"
-// (every setting: parse_policies' usage text).
-struct PolicySpec {
-  std::string name;
-  int pot = 0;             // KV entries of the pot (0 for full)
-  int keep = 0;            // 0: the pot's default
-  float nuc_ratio = 0.5f;
-  int pool = -1;           // -1: the policy's default
-  int recent = -1;         // -1: the policy's default
-  int ahead = -1;          // pool_ahead; -1: the policy's default
-  // Ablations of the span rule (pot/policy.h PolicyParams) and diagnostics:
-  bool per_head = false, per_layer = false;
-  UnitRule units = UnitRule::Word;  // word (the default) is left out of config()
-  bool cap_all_rows = false;  // CaP from every catalyst row, not just the question's
-  bool oracle = false;        // the pot keeps the needle whatever the policy chooses (diagnostics)
-  // Ablations of CCD (paper, Tables 2 and 4): cr_rope=0 (positions=stream) keeps the stream
-  // positions after a distillation, positions=fit squeezes them only past the model's trained
-  // context (pot/positions.h); catalyst=general asks the general summarise prompt
-  // (CaP-G, engine/answer.h kGeneralCatalyst) instead of the trial's question (CaP-Q).
-  PositionRule positions = PositionRule::Auto;  // auto: the model's rule, set by resolve_positions
-  int gap = 0;  // positions=gaps: the widest cut (gap=G; 0: PotOptions' default)
-  bool general_catalyst = false;
-  // Which settings the entry itself gave (not --pot/--keep): a setting the policy does not
-  // read is refused only when given there.
-  bool keep_given = false, nuc_ratio_given = false, pool_given = false, recent_given = false;
-  // Canonical text of the policy and the settings that shape it: "full",
-  // "infinipot:pot=1024", "h2o:pot=2048:keep=512". Settings at their defaults are left out.
-  std::string config() const;
-  bool uses_pot() const { return name != "full"; }
-};
+// One entry of --policy: pot/policy_spec.h's text, "name" or "name:pot=2048:keep=512:...".
+using PolicySpec = infinipot::PolicySpec;
 // Parses the comma list; default_pot/default_keep are --pot/--keep. Throws
 // std::invalid_argument naming --policy and the bad entry.
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep);

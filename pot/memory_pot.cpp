@@ -21,14 +21,20 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 constexpr float kNoScore = std::numeric_limits<float>::quiet_NaN();
 std::string str(long long v) { return std::to_string(v); }
 
+// The policy the options name, made with their params; throws for one that keeps no pot.
+std::unique_ptr<PotPolicy> make_policy(const PotOptions& o) {
+  const PolicyInfo& info = find_policy(o.policy);
+  if (!info.make) throw std::invalid_argument("--policy " + o.policy + " keeps no pot");
+  return info.make(o.params);
+}
+
 }  // namespace
 
 PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   if (o.capacity <= 0) throw std::invalid_argument("--pot must be a positive number of KV entries, got " + str(o.capacity));
   if (!(o.params.nuc_ratio >= 0.0f && o.params.nuc_ratio <= 1.0f))
     throw std::invalid_argument("--nuc-ratio must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
-  if (find_policy(o.policy).residency == Residency::FullCache)
-    throw std::invalid_argument("--policy " + o.policy + " keeps no pot");
+  (void)make_policy(o);  // a known policy that keeps a pot
   const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
   // A document that overflows the pot ends with a distillation; then the question, template
   // tail and answer (F) go in beside the kept entries with no distillation after them.
@@ -73,17 +79,9 @@ void MemoryPot::check_catalyst_fits_chunk(const LlamaConfig& cfg, int catalyst_t
                                 "needs; use --chunk " + str(catalyst_tokens) + " or more, or a shorter --catalyst");
 }
 
-PolicyNeeds MemoryPot::needs_of(const PotOptions& opts) {
-  const PolicyInfo& info = find_policy(opts.policy);
-  if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
-  return info.make(opts.params)->needs();
-}
+PolicyNeeds MemoryPot::needs_of(const PotOptions& opts) { return make_policy(opts)->needs(); }
 
-int MemoryPot::pinned_of(const PotOptions& opts, int prefix) {
-  const PolicyInfo& info = find_policy(opts.policy);
-  if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
-  return info.make(opts.params)->pinned(prefix);
-}
+int MemoryPot::pinned_of(const PotOptions& opts, int prefix) { return make_policy(opts)->pinned(prefix); }
 
 namespace {
 // The grouping of a policy's choice (it does not depend on the counts).
@@ -98,9 +96,7 @@ ChoiceShape planned_shape(const PotPolicy& policy, const LlamaConfig& cfg, int c
 }  // namespace
 
 uint64_t MemoryPot::scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const PotOptions& opts) {
-  const PolicyInfo& info = find_policy(opts.policy);
-  if (!info.make) throw std::invalid_argument("--policy " + opts.policy + " keeps no pot");
-  const auto policy = info.make(opts.params);
+  const auto policy = make_policy(opts);
   const PolicyNeeds n = policy->needs();
   // [global layer][kv head][slot] x 4 bytes: the pot holds (and scores) the global layers only
   const uint64_t row = uint64_t(cfg.n_global_layers()) * cfg.n_head_kv * capacity * 4;
@@ -121,7 +117,7 @@ MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const Llam
     throw std::logic_error("MemoryPot: options capacity differs from the KV store's");
   if (opts.keep <= 0 || opts.keep >= opts.capacity) throw std::logic_error("MemoryPot: resolve() the options first");
   if (opts_.positions == PositionRule::Auto) opts_.positions = default_position_rule(cfg.architecture);
-  policy_ = find_policy(opts.policy).make(opts.params);
+  policy_ = make_policy(opts);
   needs_ = policy_->needs();
   if (int(needs_.catalyst) + int(needs_.accumulated) + int(needs_.last_query) > 1)
     throw std::logic_error("MemoryPot: a policy may need one attention measure at most");

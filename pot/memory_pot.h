@@ -61,6 +61,7 @@ struct PotLayout {
   int catalyst = 0;   // catalyst prompt tokens (0 for policies without CaP)
   int body = 0;       // document tokens, read with distillation
   int final_tokens = 0;  // question + template tail + answer: appended with no distillation
+  int answer = 0;        // of final_tokens: the answer's (n_predict)
 };
 
 struct PotStats {

@@ -20,14 +20,7 @@ struct PolicyNeeds {
   bool last_query = false;   // TOVA: attention the last token read pays each entry
 };
 
-// Where the input lives while it is read.
-enum class Residency {
-  Pot,         // the memory pot: distilled whenever it would overflow
-  WholeInput,  // the whole prompt in memory, one selection to --pot entries before answering (SnapKV)
-  FullCache,   // no pot: a KV cache that holds everything
-};
-
-// The flags that shape a policy's choice. -1: the policy's own default.
+// The settings that shape a policy's choice. -1: the policy's own default.
 struct PolicyParams {
   float nuc_ratio = 0.5f;  // share of the free places chosen by NuC before CaP (infinipot)
   int pool = -1;           // an entry takes the best score of the entries up to this many slots before it

@@ -34,7 +34,7 @@ nlohmann::json bench_matvec(Engine& engine, int reps);  // tools/bench_matvec.cp
 namespace {
 
 struct BenchOpts {
-  std::string model, ctx = "4096", policies = "infinipot", pots = "1024", caps, haystack, device, kv_type = "auto";
+  std::string model, ctx = "4096", policies = default_policy(true), pots = "1024", caps, haystack, device, kv_type = "auto";
   std::string out, llama_dir, llama_tool = "llama-bench", llama_resume;
   int n_predict = 32, reps = 1, chunk = 0, threads = 0, llama_stages = 0;
   bool only_llama = false, json = false, warmup = true, gemm = false, attention = false, matvec = false;
@@ -93,12 +93,11 @@ struct RowSpec {
 // One measured row: the figures of `reps` answers to the same question about the same document.
 nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Document& doc, Progress& progress,
                        const std::string& head) {
-  const PolicyInfo& info = find_policy(spec.policy);
-  const bool uses_pot = info.residency != Residency::FullCache;
+  const bool sized_by_pot = find_policy(spec.policy).accepts(Setting::Pot);
   nlohmann::json row = {{"ctx", spec.ctx},
                         {"prompt_tokens", nullptr},
                         {"policy", spec.policy},
-                        {"pot", uses_pot ? nlohmann::json(spec.pot) : nlohmann::json(nullptr)},
+                        {"pot", sized_by_pot ? nlohmann::json(spec.pot) : nlohmann::json(nullptr)},
                         {"device_mem", spec.cap},
                         {"n_decode", o.n_predict},
                         {"reps", o.reps}};
@@ -108,18 +107,14 @@ nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Docum
   ao.ignore_eos = true;
   ao.pot.policy = spec.policy;
   ao.pot.capacity = spec.pot;
-  if (uses_pot && spec.pot == 0) {
-    if (info.residency != Residency::Pot)
-      throw std::invalid_argument("--pot auto needs a policy that reads through the pot; --policy " + spec.policy +
-                                  " holds the whole input");
-    const PromptParts parts = engine.prompt_parts("", doc.text, nih::kQuestion);
-    PotOptions po = ao.pot;
-    const std::vector<TokenId> catalyst =
-        MemoryPot::needs_of(po).catalyst ? engine.catalyst_prompt(parts, nih::kQuestion) : std::vector<TokenId>{};
-    const PotLayout layout = Engine::pot_layout(parts, catalyst, o.n_predict);
+  if (sized_by_pot && spec.pot == 0) {
+    PotChoice choice;
+    choice.pot = ao.pot;
+    const PotPlan draft =
+        PotPlan::draft(engine, engine.prompt_parts("", doc.text, nih::kQuestion), nih::kQuestion, choice, o.n_predict);
     // A pot larger than the whole prompt never distills: the document's own size bounds it.
-    const int whole = layout.pinned + layout.catalyst + layout.body + layout.final_tokens;
-    const int pot = engine.largest_pot(po, layout, whole);
+    const PotLayout& L = draft.layout();
+    const int pot = engine.largest_pot(draft, L.pinned + L.catalyst + L.body + L.final_tokens);
     if (pot == 0) {
       row["error"] = "no pot fits --device-mem " + cap_text(spec.cap) + " beside the weights and activations";
       return row;
@@ -358,7 +353,7 @@ void bench(const BenchOpts& o) {
   for (int ctx : o.only_llama ? std::vector<int>{} : ctxs)
     for (uint64_t cap : caps)
       for (const auto& p : policies) {
-        if (find_policy(p).residency == Residency::FullCache) specs.push_back({ctx, cap, p, 0});
+        if (!find_policy(p).accepts(Setting::Pot)) specs.push_back({ctx, cap, p, 0});
         else
           for (int pot : pots) specs.push_back({ctx, cap, p, pot});
       }
@@ -381,7 +376,7 @@ void bench(const BenchOpts& o) {
     ao.n_predict = 2;
     ao.pot.capacity = 256;
     (void)answer(e, d.text, nih::kQuestion, ao);
-    ao.pot.policy = "full";
+    ao.pot.policy = default_policy(false);
     (void)answer(e, d.text, nih::kQuestion, ao);
   }
 
@@ -396,7 +391,7 @@ void bench(const BenchOpts& o) {
   for (const RowSpec& s : specs) {
     ++i;
     const std::string head = "[" + std::to_string(i) + "/" + std::to_string(specs.size()) + "] ctx " +
-                             std::to_string(s.ctx) + " " + s.policy + (s.policy == "full" ? "" : " pot " +
+                             std::to_string(s.ctx) + " " + s.policy + (!find_policy(s.policy).accepts(Setting::Pot) ? "" : " pot " +
                              (s.pot ? std::to_string(s.pot) : std::string("auto"))) + " cap " + cap_text(s.cap);
     progress.status(head);
     nlohmann::json row = run_row(o, s, doc_for(s.ctx), progress, head);

@@ -29,7 +29,7 @@ namespace infinipot::cli {
 namespace {
 
 struct NihOpts {
-  std::string model, policies = "infinipot", lengths = "4096", depths = "0.1,0.5,0.9", haystacks;
+  std::string model, policies = default_policy(true), lengths = "4096", depths = "0.1,0.5,0.9", haystacks;
   std::vector<std::string> haystack_files;  // NAME=FILE
   std::string tasks = nih::kDefaultTask;
   std::string out = "nih_results.jsonl", device, device_mem, kv_type = "auto", question, needle;
@@ -137,27 +137,6 @@ void nih_command(const NihOpts& o) {
         throw std::invalid_argument("--haystacks names '" + n + "', which is not a haystack; known: " + known +
                                     " (add one with --haystack NAME=FILE)");
       }
-    for (nih::PolicySpec& s : specs) {
-      const PolicyInfo& info = find_policy(s.name);
-      const struct { bool given; unsigned bit; const char* key; } keys[] = {
-          {s.nuc_ratio_given, kParamNucRatio, "nuc_ratio"}, {s.pool_given, kParamPool, "pool"},
-          {s.recent_given, kParamRecent, "recent"},         {s.per_head, kParamPerHead, "heads"},
-          {s.per_layer, kParamPerLayer, "layers"},          {s.units != UnitRule::Word, kParamUnits, "units"},
-          {s.cap_all_rows, kParamCatalyst, "cap_rows"},      {s.general_catalyst, kParamCatalyst, "catalyst"}};
-      // positions (cr_rope=0) needs no bit: every pot policy distills through MemoryPot, which applies
-      // its position rule to whatever survives; full, which has no pot, refuses it in parse_policies.
-      for (const auto& k : keys)
-        if (k.given && !(info.params & k.bit))
-          throw std::invalid_argument(std::string("--policy ") + s.name + ": " + k.key + " does not apply to it (" +
-                                      info.summary + "); drop it");
-      if (info.residency == Residency::FullCache && s.uses_pot())
-        throw std::invalid_argument("--policy " + s.name + " keeps the whole prompt; it takes no pot settings");
-      if (info.residency == Residency::WholeInput) {
-        if (s.keep_given)
-          throw std::invalid_argument("--policy " + s.name + ": keep does not apply (pot=N is what it keeps)");
-        s.keep = 0;  // --keep is for the policies that distill as they read
-      }
-    }
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(e.what());
   }
@@ -207,13 +186,13 @@ void nih_command(const NihOpts& o) {
     for (size_t h = 0; h < haystacks.size(); ++h)
       for (int length : lengths) {
         for (const auto& s : specs)
-          if (s.name == "full" && length > full_max && task == tasks[0])
+          if (s.info().accepts(Setting::Ctx) && length > full_max && task == tasks[0])
             skipped.push_back(haystacks[h].name + " " + std::to_string(length) + " tokens");
         for (double depth : depths)
           for (int trial = 0; trial < o.trials; ++trial) {
             Cell c{task, h, length, depth, trial, {}};
             for (size_t p = 0; p < specs.size(); ++p) {
-              if (specs[p].name == "full" && length > full_max) continue;
+              if (specs[p].info().accepts(Setting::Ctx) && length > full_max) continue;
               if (res.done.count(nih::trial_id(specs[p].config(), haystacks[h].name, length, depth, trial, o.seed,
                                                task->name(), variant(*task)))) {
                 ++already;
@@ -280,39 +259,33 @@ void nih_command(const NihOpts& o) {
       auto options_for = [&](const Cell& c, const nih::Trial& tr) {
         AnswerOptions ao;
         ao.n_predict = o.n_given ? o.n_predict : c.task->default_n_predict();
-        ao.pot.policy = s.name;
-        ao.pot.capacity = s.pot;
-        ao.pot.keep = s.keep;
-        ao.pot.params.nuc_ratio = s.nuc_ratio;
-        ao.pot.params.pool = s.pool;
-        ao.pot.params.recent = s.recent;
-        ao.pot.params.pool_ahead = s.ahead;
-        ao.pot.params.per_head = s.per_head;
-        ao.pot.params.per_layer = s.per_layer;
-        ao.pot.params.units = s.units;
-        ao.pot.cap_question_rows = !s.cap_all_rows;
-        ao.pot.positions = s.positions;
-        if (s.gap > 0) ao.pot.position_gap = s.gap;
+        ao.pot = s.options();
+        ao.ctx = s.ctx;
         // CaP-G: answer() asks this text instead of the question (which still follows the document).
         if (s.general_catalyst) ao.catalyst = kGeneralCatalyst;
         if (s.oracle) ao.oracle = tr.watch;
-        if (s.uses_pot()) ao.watch = tr.watch;
+        if (s.holds_pot()) ao.watch = tr.watch;
         ao.watch_attention = o.needle_attention;
-        ao.pot_text = o.pot_text && s.uses_pot();
+        ao.pot_text = o.pot_text && s.holds_pot();
         return ao;
       };
-      const Residency residency = find_policy(s.name).residency;
-      // A whole-input policy sizes its store to the prompt: every trial of the group gets the
-      // largest, so that all have the same settings (and can share a prefix; entries past the
-      // prompt stay empty and change nothing).
+      // The plans of the group's trials: a policy that sizes its store to the prompt (snapkv)
+      // gets the largest of them for every trial, so that all have the same settings (and can
+      // share a prefix; entries past a prompt stay empty and change nothing). A trial whose
+      // plan fails is left out here and records its error when it runs.
       int whole_capacity = 0;
-      if (residency == Residency::WholeInput)
-        for (size_t k : order)
-          whole_capacity = std::max(whole_capacity, whole_input_entries(engine, trials[k - g0].doc.text,
-                                                                        trials[k - g0].question,
-                                                                        options_for(cells[k], trials[k - g0])));
+      bool plans_hold_a_pot = false;
+      for (size_t k : order) {
+        try {
+          const PotPlan plan = answer_plan(engine, trials[k - g0].doc.text, trials[k - g0].question,
+                                           options_for(cells[k], trials[k - g0]));
+          whole_capacity = std::max(whole_capacity, plan.kv_capacity());
+          plans_hold_a_pot = plans_hold_a_pot || plan.pot();
+        } catch (const std::invalid_argument&) {
+        }
+      }
       std::unique_ptr<nih::PrefixForks> forks;
-      if (o.share_prefix && order.size() > 1 && residency != Residency::FullCache && !s.oracle) {
+      if (o.share_prefix && order.size() > 1 && plans_hold_a_pot && !s.oracle) {
         std::vector<nih::PrefixForks::Trial> shared;
         for (size_t k : order) {
           const nih::Trial& tr = trials[k - g0];
@@ -369,7 +342,7 @@ void nih_command(const NihOpts& o) {
         // element type, the device (a record names one) and the build (a trial is read by one
         // binary: a checkpoint of another build is not resumed).
         std::string identity;
-        if (s.uses_pot() && !o.checkpoint_dir.empty()) {
+        if (s.holds_pot() && !o.checkpoint_dir.empty()) {
           const std::string dev = engine.device_name();  // opens the context: kv_half() is known after it
           identity = o.out + "\n" + model_name + "\n" +
                      nih::trial_id(s.config(), hay, c.length, c.depth, c.trial, o.seed, task, variant(*c.task)) +

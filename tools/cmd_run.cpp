@@ -23,21 +23,53 @@ std::string fmt_float(float v) {
 
 void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json& extra, bool json);
 
-// The pot's flags a policy does not read are refused, naming the policy's own.
-void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
-  const struct { bool given; unsigned bit; const char* flag; } flags[] = {
-      {o.nuc_given, kParamNucRatio, "--nuc-ratio"},     {o.pool >= 0, kParamPool, "--pot-pool"},
-      {o.pool_ahead >= 0, kParamPoolAhead, "--pot-pool-ahead"},
-      {o.recent >= 0, kParamRecent, "--pot-recent"},    {o.heads_given, kParamPerHead, "--pot-heads"},
-      {o.layers_given, kParamPerLayer, "--pot-layers"}, {o.units_given, kParamUnits, "--pot-units"},
-      {o.catalyst_given || o.cap_rows_given, kParamCatalyst, "--catalyst/--cap-rows"}};
-  for (const auto& f : flags)
-    if (f.given && !(info.params & f.bit))
-      throw CLI::ValidationError(std::string(f.flag) + " does not apply to --policy " + info.name + " (" +
-                                 info.summary + "): drop it or choose another policy");
+// The flags that set a policy's settings (pot/policy_registry.h), whether each was given.
+struct SettingFlag {
+  Setting setting;
+  bool given;
+  const char* flag;
+};
+std::vector<SettingFlag> setting_flags(const RunOpts& o) {
+  return {{Setting::Pot, o.pot > 0, "--pot"},
+          {Setting::Keep, o.keep > 0, "--keep"},
+          {Setting::Ctx, o.ctx > 0, "--ctx"},
+          {Setting::NucRatio, o.nuc_given, "--nuc-ratio"},
+          {Setting::Pool, o.pool >= 0, "--pot-pool"},
+          {Setting::Ahead, o.pool_ahead >= 0, "--pot-pool-ahead"},
+          {Setting::Recent, o.recent >= 0, "--pot-recent"},
+          {Setting::Heads, o.heads_given, "--pot-heads"},
+          {Setting::Layers, o.layers_given, "--pot-layers"},
+          {Setting::Units, o.units_given, "--pot-units"},
+          {Setting::Catalyst, o.catalyst_given, "--catalyst"},
+          {Setting::CapRows, o.cap_rows_given, "--cap-rows"},
+          {Setting::Positions, o.no_cr_rope || !o.positions.empty() || o.position_gap > 0,
+           "--positions/--no-cr-rope/--position-gap"},
+          {Setting::Inspect,
+           !o.watch.empty() || !o.oracle.empty() || o.pot_text || o.watch_attention || !o.save_pot.empty() ||
+               o.select != "device",
+           "--pot-watch/--pot-oracle/--pot-text/--save-pot/--select"}};
 }
 
-// Flags that shape or report on a memory pot (the snapshot fixes them; full keeps no pot).
+// The flags a policy does not read are refused, naming the policy's own; a pot policy
+// without --pot is told to give one.
+void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
+  const std::vector<SettingFlag> flags = setting_flags(o);
+  const bool pot_flag_given = std::any_of(flags.begin(), flags.end(), [](const SettingFlag& f) {
+    return f.given && f.setting != Setting::Ctx;
+  });
+  if (!info.accepts(Setting::Pot) && pot_flag_given)
+    throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions and --no-cr-rope set up the "
+                               "memory pot; --policy " + std::string(info.name) + " keeps none: drop them, or give "
+                               "--pot N with a pot policy");
+  if (info.requires_setting(Setting::Pot) && o.pot <= 0)
+    throw CLI::ValidationError("--policy " + std::string(info.name) + " reads through a memory pot: give --pot N (its KV entries)");
+  for (const SettingFlag& f : flags)
+    if (f.given && !info.accepts(f.setting))
+      throw CLI::ValidationError(std::string(f.flag) + " does not apply to --policy " + info.name + " (" + info.summary +
+                                 "): drop it or choose another policy");
+}
+
+// Flags that shape or report on a memory pot (a snapshot fixes them).
 bool pot_shaping_flags(const RunOpts& o) {
   return o.keep || o.no_cr_rope || !o.positions.empty() || o.position_gap || o.pool_given || o.nuc_given ||
          o.heads_given || o.layers_given || o.units_given || o.recent >= 0 || o.cap_rows_given || !o.watch.empty() ||
@@ -76,11 +108,9 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   require_utf8(o.oracle, "--pot-oracle text");
   if (!loading && user.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument(have_file ? "document '" + o.file + "' is empty" : "the prompt is empty");
-  const std::string policy = loading ? "infinipot" : !o.policy.empty() ? o.policy : o.pot > 0 ? "infinipot" : "full";
+  const std::string policy = loading ? default_policy(true) : !o.policy.empty() ? o.policy : default_policy(o.pot > 0);
   const PolicyInfo& info = find_policy(policy);
-  const bool use_pot = info.residency != Residency::FullCache;
-  if (!o.save_pot.empty() && !use_pot)
-    throw CLI::ValidationError("--save-pot saves a memory pot: give --pot N (and a pot --policy)");
+  if (!loading) check_policy_flags(o, info);
   if (!o.save_pot.empty()) {  // checked before reading the document, not after
     if (std::filesystem::is_directory(o.save_pot))
       throw std::invalid_argument("--save-pot: '" + o.save_pot + "' is a directory; give a file name inside it");
@@ -88,13 +118,6 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
     if (!std::ofstream(probe)) throw std::invalid_argument("--save-pot: cannot write '" + o.save_pot + "' (missing directory or no permission)");
     std::remove(probe.c_str());
   }
-  if (use_pot && o.pot <= 0 && !loading)
-    throw CLI::ValidationError("--policy " + policy + " reads through a memory pot: give --pot N (its KV entries)");
-  if (!use_pot && (o.pot > 0 || o.catalyst_given || pot_shaping_flags(o) || o.select != "device"))
-    throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions and --no-cr-rope set up the memory pot; "
-                               "--policy full keeps none: drop them, or give --pot N with a pot policy");
-  if (use_pot && o.ctx > 0) throw CLI::ValidationError("--ctx sizes a full KV cache; with --pot N the pot's size is N");
-  check_policy_flags(o, info);
   if (o.catalyst_given && o.catalyst.find_first_not_of(" \t\r\n") == std::string::npos)
     throw std::invalid_argument("--catalyst is empty: give the text the catalyst prompt should ask, or leave it out");
 
@@ -141,7 +164,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
       std::fwrite(s.data(), 1, s.size(), stdout);
       std::fflush(stdout);
     };
-  if (!use_pot && !o.json && !loading) {
+  if (!info.accepts(Setting::Pot) && !o.json && !loading) {
     const int needed = static_cast<int>(engine.prompt_parts(o.system, user, o.question, o.raw).all().size()) + o.n_predict;
     if (needed > engine.config().n_ctx_train)
       std::fprintf(stderr, "note: %d tokens exceed the model's training context (%d); a full KV cache reads "
@@ -151,7 +174,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   const Answer a = answer(engine, user, o.question, ao);
   progress.done();
   nlohmann::json extra = {{"kv_capacity", a.kv_capacity}, {"policy", policy}};
-  if (use_pot) {
+  if (!a.pot.is_null()) {
     extra["pot"] = a.pot;
     extra["ccd_cycles"] = a.pot["cycles"];
     if (a.pot.contains("watch") && !o.json) {

@@ -211,20 +211,20 @@ TEST(NihLists, PolicyEntriesAndTheirCanonicalConfig) {
                                 1024, 0);
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[0].config(), "full");
-  EXPECT_FALSE(p[0].uses_pot());
+  EXPECT_FALSE(p[0].holds_pot());
   EXPECT_EQ(p[0].pot, 0);
   EXPECT_EQ(p[1].config(), "infinipot:pot=1024");
   EXPECT_EQ(p[2].config(), "h2o:pot=2048:keep=512");
   EXPECT_EQ(p[2].pot, 2048);
   EXPECT_EQ(p[2].keep, 512);
-  EXPECT_TRUE(p[2].keep_given);
+  EXPECT_TRUE(p[2].given & bit(Setting::Keep));
   EXPECT_EQ(p[3].config(), "infinipot:pot=1024:nuc_ratio=0.25:pool=1");
   EXPECT_FLOAT_EQ(p[3].nuc_ratio, 0.25f);
   EXPECT_EQ(p[4].config(), "h2o:pot=1024:recent=64");
   // The global --keep applies, and the same settings give the same config however given.
   EXPECT_EQ(parse_policies("streaming", 2048, 256)[0].config(), "streaming:pot=2048:keep=256");
   EXPECT_EQ(parse_policies("streaming:pot=2048:keep=256", 1, 0)[0].config(), "streaming:pot=2048:keep=256");
-  EXPECT_FALSE(parse_policies("streaming", 2048, 256)[0].keep_given);
+  EXPECT_FALSE(parse_policies("streaming", 2048, 256)[0].given & bit(Setting::Keep));
   // Word runs are the default and are left out; the three ablations are named.
   const auto u = parse_policies("infinipot:units=word,cap:units=alnum,nuc:units=token,infinipot:units=plain", 1024, 0);
   EXPECT_EQ(u[0].config(), "infinipot:pot=1024");
@@ -306,7 +306,8 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("h2o:size=3").find("unknown setting 'size'"), std::string::npos);
   EXPECT_NE(message("h2o:pot=0").find("pot=0"), std::string::npos);
   EXPECT_NE(message("h2o:pot=12x").find("pot=12x"), std::string::npos);
-  EXPECT_NE(message("h2o:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
+  EXPECT_NE(message("infinipot:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
+  EXPECT_NE(message("h2o:nuc_ratio=0.5").find("h2o: nuc_ratio does not apply"), std::string::npos);
   EXPECT_NE(message("infinipot:units=words").find("word, plain, alnum or token"), std::string::npos);
   EXPECT_NE(message("infinipot:cr_rope=no").find("cr_rope=no is not 0 or 1"), std::string::npos);
   EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream, fit, gaps or auto"),
@@ -314,11 +315,19 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("infinipot:gap=16").find("add positions=gaps"), std::string::npos);
   EXPECT_NE(message("infinipot:positions=fit:gap=16").find("add positions=gaps"), std::string::npos);
   EXPECT_NE(message("infinipot:positions=gaps:gap=0").find("gap=0 is not a distance of at least 1"), std::string::npos);
-  EXPECT_NE(message("full:positions=fit").find("full keeps the whole prompt"), std::string::npos);
+  EXPECT_NE(message("full:positions=fit").find("full: positions does not apply"), std::string::npos);
   EXPECT_NE(message("infinipot:catalyst=q").find("catalyst=q is not general or question"), std::string::npos);
-  EXPECT_NE(message("full:cr_rope=0").find("full keeps the whole prompt"), std::string::npos);
-  EXPECT_NE(message("full:catalyst=general").find("full keeps the whole prompt"), std::string::npos);
-  EXPECT_NE(message("full:pot=100").find("full keeps the whole prompt"), std::string::npos);
+  EXPECT_NE(message("full:cr_rope=0").find("full: cr_rope does not apply"), std::string::npos);
+  EXPECT_NE(message("full:catalyst=general").find("full: catalyst does not apply"), std::string::npos);
+  EXPECT_NE(message("full:pot=100").find("full: pot does not apply"), std::string::npos);
+  // Each setting is its own row of the table: ahead is not pool (tova reads neither, snapkv
+  // reads pool only), keep is refused for snapkv, whose pot size is what it keeps.
+  EXPECT_NE(message("tova:ahead=2").find("tova: ahead does not apply"), std::string::npos);
+  EXPECT_NE(message("snapkv:ahead=2").find("snapkv: ahead does not apply"), std::string::npos);
+  EXPECT_NE(message("snapkv:keep=64").find("snapkv: keep does not apply"), std::string::npos);
+  EXPECT_EQ(message("snapkv:pool=2"), "(accepted)");
+  EXPECT_EQ(message("full:ctx=4096"), "(accepted)");
+  EXPECT_NE(message("infinipot:ctx=4096").find("infinipot: ctx does not apply"), std::string::npos);
   EXPECT_NE(message("h2o:pot=100:keep=100").find("must be below"), std::string::npos);
   EXPECT_NE(message("h2o", 512, 600).find("must be below"), std::string::npos);
   EXPECT_NE(message("h2o", 0, 0).find("needs a pot size"), std::string::npos);
@@ -580,7 +589,7 @@ TEST(NihCli, UsageErrorsExitTwoNamingTheFlag) {
   for (const char* p : {"h2o", "tova", "nuc", "streaming", "swa", "truncate"})
     EXPECT_TRUE(test::fails_cleanly(nih({"--policy", std::string(p) + ":catalyst=general"}),
                                     {"--policy", p, "catalyst does not apply"}, 2, kQuick)) << p;
-  EXPECT_TRUE(test::fails_cleanly(nih({"--policy", "full:cr_rope=0"}), {"--policy", "full keeps the whole prompt"}, 2,
+  EXPECT_TRUE(test::fails_cleanly(nih({"--policy", "full:cr_rope=0"}), {"--policy full: cr_rope does not apply"}, 2,
                                   kQuick));
   EXPECT_TRUE(test::fails_cleanly(nih({"-n", "0"}), {"-n"}, 2, kQuick));
   EXPECT_TRUE(test::fails_cleanly(nih({"--checkpoint-every", "-1"}), {"--checkpoint-every"}, 2, kQuick));

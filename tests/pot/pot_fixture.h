@@ -79,7 +79,7 @@ const char* kQuestion = "Who saw the river gate?";
 std::vector<std::string> pot_policy_names() {
   std::vector<std::string> out;
   for (const auto& info : policies())
-    if (info.make) out.push_back(info.name);
+    if (info.accepts(Setting::Pot)) out.push_back(info.name);
   return out;
 }
 
@@ -94,7 +94,7 @@ PotOptions pot_options(int capacity, int keep, const std::string& policy, bool c
   o.params.per_head = o.params.per_layer = per_head;
   // The CCD policies' default recent window (32 entries) would fill every free place of the
   // small pots here, leaving nothing to the scores; 4 leaves most places to them.
-  if (policy != "h2o" && (find_policy(policy).params & kParamRecent)) o.params.recent = 4;
+  if (policy != "h2o" && find_policy(policy).accepts(Setting::Recent)) o.params.recent = 4;
   return o;
 }
 
@@ -129,7 +129,8 @@ PotRun run_pot(Engine& e, const PromptParts& parts, const Catalyst& catalyst, Po
   g.n_predict = n_predict;
   g.ignore_eos = ignore_eos;
   PotRun run;
-  run.result = e.generate(parts, catalyst.tokens, g, catalyst.question_rows, whole_input);
+  run.result = e.generate(parts, catalyst.tokens, g, catalyst.question_rows,
+                          whole_input ? reading_whole_input() : reading_through_pot());
   run.stats = e.pot()->stats();
   run.kv_size = e.kv().size();
   for (int l = 0; l < e.kv().n_layers(); ++l)

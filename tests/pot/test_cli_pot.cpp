@@ -186,21 +186,21 @@ TEST_F(CliPot, PotPolicyWithoutPotIsAUsageError) {
 // flag and the policy; a flag it reads gets past that check (to a layout refusal here: --pot
 // 10 is too small, so nothing runs on the device).
 struct PotFlag {
-  unsigned bit;
+  Setting setting;
   std::vector<std::string> args;
   const char* named;  // how the refusal names it
 };
 const std::vector<PotFlag>& pot_flags() {
   static const std::vector<PotFlag> flags = {
-      {kParamNucRatio, {"--nuc-ratio", "0.3"}, "--nuc-ratio"},
-      {kParamPool, {"--pot-pool", "2"}, "--pot-pool"},
-      {kParamPoolAhead, {"--pot-pool-ahead", "2"}, "--pot-pool-ahead"},
-      {kParamRecent, {"--pot-recent", "8"}, "--pot-recent"},
-      {kParamPerHead, {"--pot-heads", "per-head"}, "--pot-heads"},
-      {kParamPerLayer, {"--pot-layers", "per-layer"}, "--pot-layers"},
-      {kParamUnits, {"--pot-units", "token"}, "--pot-units"},
-      {kParamCatalyst, {"--catalyst", "Which year?"}, "--catalyst/--cap-rows"},
-      {kParamCatalyst, {"--cap-rows", "all"}, "--catalyst/--cap-rows"},
+      {Setting::NucRatio, {"--nuc-ratio", "0.3"}, "--nuc-ratio"},
+      {Setting::Pool, {"--pot-pool", "2"}, "--pot-pool"},
+      {Setting::Ahead, {"--pot-pool-ahead", "2"}, "--pot-pool-ahead"},
+      {Setting::Recent, {"--pot-recent", "8"}, "--pot-recent"},
+      {Setting::Heads, {"--pot-heads", "per-head"}, "--pot-heads"},
+      {Setting::Layers, {"--pot-layers", "per-layer"}, "--pot-layers"},
+      {Setting::Units, {"--pot-units", "token"}, "--pot-units"},
+      {Setting::Catalyst, {"--catalyst", "Which year?"}, "--catalyst"},
+      {Setting::CapRows, {"--cap-rows", "all"}, "--cap-rows"},
   };
   return flags;
 }
@@ -218,7 +218,7 @@ TEST_F(CliPot, AFlagThePolicyDoesNotReadIsAUsageErrorNamingThePolicy) {
       std::vector<std::string> args = {"-f", long_doc_, "--pot", "10", "--policy", name};
       args.insert(args.end(), f.args.begin(), f.args.end());
       auto r = run(args, kQuick);
-      if (info.params & f.bit) {
+      if (info.accepts(f.setting)) {
         // Read by the policy: past the flag check, refused for the pot's size instead.
         EXPECT_TRUE(fails_cleanly(r, {}, 1, kQuick));
         EXPECT_EQ(r.err.find("does not apply"), std::string::npos) << r.describe();
@@ -235,7 +235,7 @@ TEST_F(CliPot, AFlagThePolicyDoesNotReadIsAUsageErrorNamingThePolicy) {
 }
 
 // Regression (fixed; the bug was in tools/cmd_run.cpp, check_policy_flags; pot/policy_registry.cpp): --pot-pool and
-// --pot-pool-ahead share one PolicyParam bit (kParamPool), but snapkv reads only pool
+// --pot-pool-ahead shared one PolicyParam bit (kParamPool), but snapkv reads only pool
 // (pot/policies/snapkv.cpp pools the same width both ways), so --pot-pool-ahead with --policy
 // snapkv is accepted and silently ignored, against "a pot flag the chosen policy does not read
 // is a usage error". Fix: a separate bit for pool_ahead, declared by the CCD policies only.
@@ -530,7 +530,7 @@ TEST_F(CliPot, EveryPolicyRunsAndReportsItselfInJson) {
     else if (name == "swa") EXPECT_EQ(pinned, 0);
     else if (prefix < 0) prefix = pinned;
     else EXPECT_EQ(pinned, prefix);
-    if (info.residency == Residency::WholeInput) {
+    if (info.reading == &reading_whole_input()) {
       // snapkv: the whole input in memory, one selection down to --pot entries.
       EXPECT_EQ(p.at("cycles").get<int>(), 1) << last_.describe();
       EXPECT_EQ(p.at("keep").get<int>(), 128);

@@ -20,7 +20,7 @@ class NeverDistillingPot : public ::testing::TestWithParam<std::string> {};
 // Every policy: a pot with room for everything reads and answers as the plain cache does.
 TEST_P(NeverDistillingPot, GeneratesAsThePlainCache) {
   const std::string policy = GetParam();
-  const bool whole = find_policy(policy).residency == Residency::WholeInput;
+  const bool whole = find_policy(policy).reading == &reading_whole_input();
   auto e = make_engine(tiny_model());
   const PromptParts parts = e->prompt_parts("", document(6), kQuestion);
   const int n_predict = 12;

@@ -454,23 +454,23 @@ TEST(PolicyInvariants, DeclaredMeasurementsAreUsed) {
 // why the CLI can refuse it as a usage error without changing anything the policy does.
 TEST(PolicyInvariants, ParamsAPolicyDoesNotDeclareDoNotChangeItsChoice) {
   struct Variant {
-    unsigned bit;
+    Setting setting;
     const char* name;
     void (*apply)(PolicyParams&);
   };
   const Variant variants[] = {
-      {kParamNucRatio, "nuc_ratio", [](PolicyParams& p) { p.nuc_ratio = 0.8f; }},
-      {kParamPool, "pool", [](PolicyParams& p) { p.pool = 2; }},
-      {kParamPoolAhead, "pool_ahead", [](PolicyParams& p) { p.pool_ahead = 3; }},
-      {kParamRecent, "recent", [](PolicyParams& p) { p.recent = 1; }},
-      {kParamPerHead, "per_head", [](PolicyParams& p) { p.per_head = true; }},
-      {kParamPerLayer, "per_layer", [](PolicyParams& p) { p.per_layer = true; }},
-      {kParamUnits, "units", [](PolicyParams& p) { p.units = UnitRule::Token; }},
+      {Setting::NucRatio, "nuc_ratio", [](PolicyParams& p) { p.nuc_ratio = 0.8f; }},
+      {Setting::Pool, "pool", [](PolicyParams& p) { p.pool = 2; }},
+      {Setting::Ahead, "pool_ahead", [](PolicyParams& p) { p.pool_ahead = 3; }},
+      {Setting::Recent, "recent", [](PolicyParams& p) { p.recent = 1; }},
+      {Setting::Heads, "per_head", [](PolicyParams& p) { p.per_head = true; }},
+      {Setting::Layers, "per_layer", [](PolicyParams& p) { p.per_layer = true; }},
+      {Setting::Units, "units", [](PolicyParams& p) { p.units = UnitRule::Token; }},
   };
   for (const PolicyInfo* info : pot_policies()) {
     const auto base = info->make(PolicyParams{});
     for (const Variant& v : variants) {
-      if (info->params & v.bit) continue;
+      if (info->accepts(v.setting)) continue;
       SCOPED_TRACE(std::string(info->name) + " with " + v.name);
       PolicyParams p;
       v.apply(p);
@@ -546,29 +546,37 @@ TEST(PolicyRegistry, UnknownNamesThrowNamingTheKnownOnes) {
       ADD_FAILURE() << "found '" << bad << "'";
     } catch (const std::invalid_argument& e) {
       const std::string msg = e.what();
-      EXPECT_NE(msg.find("--policy"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("policy must be one of"), std::string::npos) << msg;
       EXPECT_NE(msg.find("'" + std::string(bad) + "'"), std::string::npos) << msg;
       for (const auto& info : policies()) EXPECT_NE(msg.find(info.name), std::string::npos) << msg;
     }
   }
 }
 
-TEST(PolicyRegistry, ResidencyAndFactories) {
+TEST(PolicyRegistry, ReadingsSettingsAndFactories) {
   for (const auto& info : policies()) {
     SCOPED_TRACE(info.name);
     const std::string name = info.name;
+    ASSERT_NE(info.reading, nullptr);
+    EXPECT_EQ(info.required & ~info.settings, 0u) << "a required setting the policy does not read";
     if (name == "full") {
       EXPECT_EQ(info.make, nullptr);
-      EXPECT_EQ(info.residency, Residency::FullCache);
-      EXPECT_EQ(info.params, 0u);
+      EXPECT_EQ(info.reading, &reading_full_cache());
+      EXPECT_EQ(info.settings, bit(Setting::Ctx));
+      EXPECT_FALSE(info.reading->reads_a_stream());
       continue;
     }
     ASSERT_NE(info.make, nullptr);
-    EXPECT_EQ(info.residency, name == "snapkv" ? Residency::WholeInput : Residency::Pot);
+    EXPECT_EQ(info.reading, name == "snapkv" ? &reading_whole_input() : &reading_through_pot());
+    EXPECT_EQ(info.reading->reads_a_stream(), name != "snapkv");
+    EXPECT_TRUE(info.requires_setting(Setting::Pot));
+    EXPECT_FALSE(info.accepts(Setting::Ctx));
+    EXPECT_EQ(info.accepts(Setting::Keep), name != "snapkv") << "snapkv keeps what its pot size says";
     const auto p = info.make(PolicyParams{});
     ASSERT_NE(p, nullptr);
-    // The catalyst flags are offered exactly to the policies that measure the catalyst.
-    EXPECT_EQ(bool(info.params & kParamCatalyst), p->needs().catalyst);
+    // The catalyst settings are offered exactly to the policies that measure the catalyst.
+    EXPECT_EQ(info.accepts(Setting::Catalyst), p->needs().catalyst);
+    EXPECT_EQ(info.accepts(Setting::CapRows), p->needs().catalyst);
     // A pot measures at most one kind of attention per policy (MemoryPot has one buffer).
     const PolicyNeeds n = p->needs();
     EXPECT_LE(int(n.catalyst) + int(n.accumulated) + int(n.last_query), 1);

@@ -35,15 +35,14 @@ Held run(const std::string& policy, bool device, bool per_head) {
   PotOptions po;
   po.policy = policy;
   po.device_select = device;
-  const unsigned reads = find_policy(policy).params;
-  if (reads & kParamRecent) po.params.recent = 4;  // leave most places to the scores
+  if (find_policy(policy).accepts(Setting::Recent)) po.params.recent = 4;  // leave most places to the scores
   if (per_head) po.params.per_head = po.params.per_layer = true;
   int question_rows = 0;
   std::vector<TokenId> catalyst;
   if (MemoryPot::needs_of(po).catalyst)
     catalyst = e.catalyst_prompt(parts, "How many lanterns did Clara count?", &question_rows);
   po.capacity = static_cast<int>(parts.prefix.size() + catalyst.size()) + 48;
-  const bool whole = find_policy(policy).residency == Residency::WholeInput;
+  const bool whole = find_policy(policy).reading == &reading_whole_input();
   const PotLayout layout = Engine::pot_layout(parts, catalyst, 4);
   if (whole) {  // snapkv: the whole input in memory, 40 entries survive
     po.capacity = layout.pinned + layout.body + layout.catalyst + layout.final_tokens;
@@ -54,7 +53,7 @@ Held run(const std::string& policy, bool device, bool per_head) {
   GenerateOptions g;
   g.n_predict = 4;
   Held h;
-  h.answer = e.generate(parts, catalyst, g, question_rows, whole).tokens;
+  h.answer = e.generate(parts, catalyst, g, question_rows, *find_policy(policy).reading).tokens;
   h.cycles = e.pot()->stats().cycles;
   for (int l = 0; l < e.config().n_layer; ++l)
     for (int k = 0; k < e.config().n_head_kv; ++k) h.sources.push_back(e.pot()->sources(l, k));
@@ -65,9 +64,8 @@ class DeviceChoiceInThePot : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeviceChoiceInThePot, HoldsWhatTheHostChoiceHolds) {
   const std::string policy = GetParam();
-  const unsigned reads = find_policy(policy).params;
   for (bool per_head : {false, true}) {
-    if (per_head && !(reads & kParamPerHead)) continue;
+    if (per_head && !find_policy(policy).accepts(Setting::Heads)) continue;
     SCOPED_TRACE(per_head ? "per head" : "policy's grouping");
     const Held host = run(policy, false, per_head);
     const Held device = run(policy, true, per_head);
@@ -82,7 +80,7 @@ TEST_P(DeviceChoiceInThePot, HoldsWhatTheHostChoiceHolds) {
 std::vector<std::string> pot_policies() {
   std::vector<std::string> out;
   for (const auto& info : policies())
-    if (info.make) out.push_back(info.name);
+    if (info.accepts(Setting::Pot)) out.push_back(info.name);
   return out;
 }
 

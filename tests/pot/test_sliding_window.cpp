@@ -141,7 +141,7 @@ PotRun run_gemma_pot(const std::string& policy, int capacity, int doc_sentences)
 // peak does not depend on the input's length. Every pot policy runs.
 TEST(SlidingWindow, PotBoundsOnlyTheGlobalLayersForEveryPolicy) {
   for (const auto& info : policies()) {
-    if (!info.make || info.residency != Residency::Pot) continue;
+    if (info.reading != &reading_through_pot()) continue;
     SCOPED_TRACE(info.name);
     const PotRun shorter = run_gemma_pot(info.name, 96, 16), longer = run_gemma_pot(info.name, 96, 48);
     for (const PotRun* r : {&shorter, &longer}) {
