@@ -14,6 +14,7 @@ int whole_prompt(const PotLayout& L) { return L.pinned + L.body + L.catalyst + L
 
 class ThroughPot : public Reading {
  public:
+  const char* name() const override { return "through a pot"; }
   StorePlan size(const StoreRequest& r, const PotLayout& layout) const override {
     const PotOptions pot = MemoryPot::resolve(r.pot, layout);
     return {pot.capacity, pot};
@@ -27,6 +28,7 @@ class ThroughPot : public Reading {
 // SnapKV: the whole prompt in memory; the pot's size N is what survives its one selection.
 class WholeInput : public Reading {
  public:
+  const char* name() const override { return "whole input, then one selection"; }
   StorePlan size(const StoreRequest& r, const PotLayout& layout) const override {
     PotOptions po = r.pot;
     if (po.keep != 0)
@@ -55,6 +57,7 @@ class WholeInput : public Reading {
 
 class FullCache : public Reading {
  public:
+  const char* name() const override { return "full cache"; }
   StorePlan size(const StoreRequest& r, const PotLayout& layout) const override {
     const int needed = whole_prompt(layout);
     const int capacity = r.ctx > 0 ? r.ctx : needed;

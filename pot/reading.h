@@ -30,6 +30,7 @@ struct StorePlan {
 class Reading {
  public:
   virtual ~Reading() = default;
+  virtual const char* name() const = 0;  // for tables: "through a pot", ...
   // Sizes the store for a prompt of this layout (layout.catalyst is 0 for policies without a
   // catalyst); throws std::invalid_argument when the settings cannot hold it.
   virtual StorePlan size(const StoreRequest& request, const PotLayout& layout) const = 0;

@@ -34,5 +34,6 @@ void add_nih_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
+void add_policies_command(CLI::App& app);
 
 }  // namespace infinipot::cli

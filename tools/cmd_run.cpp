@@ -54,13 +54,13 @@ std::vector<SettingFlag> setting_flags(const RunOpts& o) {
 // without --pot is told to give one.
 void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
   const std::vector<SettingFlag> flags = setting_flags(o);
-  const bool pot_flag_given = std::any_of(flags.begin(), flags.end(), [](const SettingFlag& f) {
-    return f.given && f.setting != Setting::Ctx;
-  });
-  if (!info.accepts(Setting::Pot) && pot_flag_given)
-    throw CLI::ValidationError("--pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions and --no-cr-rope set up the "
-                               "memory pot; --policy " + std::string(info.name) + " keeps none: drop them, or give "
-                               "--pot N with a pot policy");
+  std::string pot_flags_given;  // every flag but --ctx shapes or reports on a pot
+  for (const SettingFlag& f : flags)
+    if (f.given && f.setting != Setting::Ctx) pot_flags_given += (pot_flags_given.empty() ? "" : ", ") + std::string(f.flag);
+  if (!info.accepts(Setting::Pot) && !pot_flags_given.empty())
+    throw CLI::ValidationError(pot_flags_given + ": --pot, --keep, --nuc-ratio, --catalyst, --pot-*, --positions, "
+                               "--no-cr-rope and --save-pot set up the memory pot; --policy " + std::string(info.name) +
+                               " keeps none: drop them, or give --pot N with a pot policy");
   if (info.requires_setting(Setting::Pot) && o.pot <= 0)
     throw CLI::ValidationError("--policy " + std::string(info.name) + " reads through a memory pot: give --pot N (its KV entries)");
   for (const SettingFlag& f : flags)
