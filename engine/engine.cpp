@@ -168,10 +168,7 @@ int Engine::largest_pot(const PotPlan& draft, int most) {
     else lo = mid + 1;
   }
   const uint64_t budget = ctx_->memory().budget();
-  auto fits = [&](int capacity) {
-    const PotPlan p = *resolved(capacity);
-    return plan_for(p.kv_capacity(), p.pot()).total() <= budget;
-  };
+  auto fits = [&](int capacity) { return plan_bytes(*resolved(capacity)) <= budget; };
   if (!fits(lo)) return 0;
   hi = most;  // largest that fits, in [lo, hi]
   while (lo < hi) {

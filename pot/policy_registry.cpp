@@ -98,9 +98,4 @@ SettingNotRead::SettingNotRead(const PolicyInfo& p, Setting s, const std::string
       policy(p),
       setting(s) {}
 
-void check_settings(const PolicyInfo& policy, unsigned given) {
-  for (const auto& s : settings())
-    if ((given & bit(s.setting)) && !policy.accepts(s.setting)) throw SettingNotRead(policy, s.setting);
-}
-
 }  // namespace infinipot

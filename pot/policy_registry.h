@@ -72,8 +72,6 @@ class SettingNotRead : public std::invalid_argument {
   const PolicyInfo& policy;
   const Setting setting;
 };
-// Throws SettingNotRead for the first setting in `given` (bit(Setting) mask) the policy does not read.
-void check_settings(const PolicyInfo& policy, unsigned given);
 
 // Factories, one per file in pot/policies/.
 std::unique_ptr<PotPolicy> make_infinipot_policy(const PolicyParams& p);
