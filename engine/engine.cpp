@@ -88,6 +88,7 @@ void Engine::prepare(const PotPlan& plan) {
   check_pot_chunk(static_cast<int>(plan.catalyst().size()), plan.kv_capacity());
   prepare_device(plan.kv_capacity(), plan.pot());
   pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, *tokenizer_, *plan.pot());
+  ++stream_id_;
 }
 
 uint64_t Engine::plan_bytes(const PotPlan& plan) {
@@ -99,6 +100,7 @@ void Engine::prepare_pot(const PotOptions& pot) {
   if (pot.keep <= 0 || pot.keep >= pot.capacity) throw std::logic_error("prepare_pot: resolve the pot options first");
   prepare_device(pot.capacity, &pot);
   pot_ = std::make_unique<MemoryPot>(*ctx_, *forward_, *kv_, cfg_, *tokenizer_, pot);
+  ++stream_id_;
 }
 
 void Engine::open_context() {
@@ -215,6 +217,7 @@ int Engine::largest_full_cache(int most) {
 }
 
 void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
+  ++stream_id_;  // whatever the store held is gone
   trace::Span span("load", "prepare device (context, weights, KV store)", {{"kv_capacity", kv_capacity}});
   const bool with_pot = pot != nullptr;
   open_context();

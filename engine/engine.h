@@ -52,6 +52,9 @@ struct GenerateOptions {
   std::function<void(const std::string&)> on_text;  // streamed pieces of the answer
   std::function<void(const PrefillProgress&)> on_prefill;  // after each prefill chunk (may be empty)
   bool ignore_eos = false;  // generate n_predict tokens whatever they are (benchmarks)
+  // Asked before each token is sampled: true stops the answer there (stop_reason
+  // "cancelled"): a client gone, a stop sequence matched, the C API's callback said stop.
+  std::function<bool()> cancelled;
   // With a pot: called once the document is read (prefix + document tokens in the pot's
   // stream), before the question goes in: where a snapshot is taken (--save-pot).
   std::function<void(const std::vector<TokenId>&)> after_read;
@@ -77,7 +80,10 @@ struct GenerateResult {
   double ttft_s = 0;          // prompt submitted -> first token sampled
   double prefill_s = 0;
   double decode_s = 0;
-  std::string stop_reason;    // "eos" | "length"
+  std::string stop_reason;    // "eos" | "length" | "cancelled"
+  // Of tokens, how many went into the KV store (the last one sampled at the length limit
+  // does not: a conversation reads it before its next turn).
+  int evaluated = 0;
 };
 
 // A prompt in the parts the memory pot treats differently.
@@ -176,8 +182,23 @@ class Engine {
   // sampling as generate() does.
   void stream_begin(const std::vector<TokenId>& prefix, const std::vector<TokenId>& catalyst, int question_rows = 0);
   void stream_read(const std::vector<TokenId>& tokens);
-  GenerateResult stream_answer(const std::vector<TokenId>& final_part, const GenerateOptions& opts);
+  // room_after: entries the pot keeps free beyond the answer (a conversation's next catalyst
+  // must fit beside what the pot holds, to distill).
+  GenerateResult stream_answer(const std::vector<TokenId>& final_part, const GenerateOptions& opts, int room_after = 0);
   int stream_tokens() const { return stream_read_; }
+  // Changes whenever the pot starts holding another stream (stream_begin, stream_restore,
+  // prepare): who read a stream can tell whether the pot still holds it.
+  uint64_t stream_id() const { return stream_id_; }
+  // Conversations (engine/conversation.h) read turn after turn into one stream:
+  // stream_catalyst: the catalyst CaP uses from now on (the newest user turn);
+  // stream_make_room: distills now unless n more tokens fit beside the catalyst, so that a
+  // message read next is not cut by a distillation; stream_capture / stream_restore: the
+  // stream's pot as a snapshot (every token fed so far: `tokens`), and back, to read on.
+  void stream_catalyst(const std::vector<TokenId>& catalyst, int question_rows);
+  void stream_make_room(int n);
+  void stream_flush();  // reads the held-back token (its successor unknown: unscored)
+  PotSnapshot stream_capture(const std::vector<TokenId>& tokens);
+  void stream_restore(const PotSnapshot& snap, const std::vector<TokenId>& catalyst, int question_rows);
   // The model's identity for snapshots: file size and a 64-bit hash of every tensor's name,
   // type, shape and bytes (computed once).
   const std::string& model_id();
@@ -196,6 +217,7 @@ class Engine {
   std::string model_id_;
   TokenId stream_held_ = -1;  // the last document token fed, not yet read (see stream_read)
   int stream_read_ = 0;       // prefix + document tokens fed so far
+  uint64_t stream_id_ = 0;
   std::unique_ptr<trace::Span> load_span_;  // the model's loading, in a trace (first member: starts first)
   EngineOptions opts_;
   gguf::GgufFile file_;

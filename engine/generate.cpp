@@ -117,8 +117,10 @@ GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<Tok
     if (opts.resume->settings != MemoryPot::settings_json(pot_->options()))
       throw std::logic_error("generate: the snapshot to resume from was taken with other pot settings");
     pot_->restore(*opts.resume, catalyst, question_rows);
+    ++stream_id_;
   } else {
     pot_->begin(prompt.prefix, catalyst, question_rows);
+    ++stream_id_;
   }
   pot_->read(std::vector<TokenId>(body.begin() + skip, body.end()), final_part.front(),
              static_cast<int>(final_part.size()) + opts.n_predict);
@@ -153,6 +155,7 @@ GenerateResult Engine::generate_restored(const PromptParts& prompt, const PotSna
   r.prompt_tokens = static_cast<int>(final_part.size());
   const auto t0 = Clock::now();
   pot_->restore(snap, catalyst, question_rows);
+  ++stream_id_;
   pot_->finish(final_part, static_cast<int>(final_part.size()) + opts.n_predict);
   r.prefill_s = seconds_since(t0);
   decode(opts, t0, r);
@@ -171,6 +174,10 @@ void Engine::decode(const GenerateOptions& opts, Clock::time_point t0, GenerateR
   const auto t_decode = Clock::now();
   std::string pending;  // bytes not yet streamed (incomplete UTF-8)
   for (int i = 0; i < opts.n_predict; ++i) {
+    if (opts.cancelled && opts.cancelled()) {
+      r.stop_reason = "cancelled";
+      break;
+    }
     const TokenId tok = next_token();
     if (i == 0) r.ttft_s = seconds_since(t0);
     if (!opts.ignore_eos && tokenizer_->is_end_of_generation(tok)) {
@@ -185,6 +192,7 @@ void Engine::decode(const GenerateOptions& opts, Clock::time_point t0, GenerateR
     if (opts.on_text && ready) opts.on_text(pending.substr(0, ready));
     pending.erase(0, ready);
     if (i + 1 == opts.n_predict) break;
+    ++r.evaluated;
     if (pot_) pot_->append(tok);  // the pot records the answer's slots and positions too
     else {
       trace::Span span("decode", "decode token");

@@ -37,6 +37,8 @@ class ChatTemplate {
   const std::string& family() const { return family_; }  // "chatml", "gemma", "llama3", "zephyr" or "none"
   // No chat template: prompts are the text as is (base models); render() refuses.
   bool completion() const { return family_ == "none"; }
+  // Whether render() trims each message's content (gemma, llama3 do; chatml, zephyr keep it).
+  bool trims_content() const { return family_ == "gemma" || family_ == "llama3"; }
   const std::string& end_of_turn() const { return end_of_turn_; }  // "<|im_end|>", "<end_of_turn>", "<|eot_id|>", EOS
   // System prompt the template inserts when the conversation has none; "" if it has none.
   const std::string& default_system() const { return default_system_; }

@@ -197,6 +197,19 @@ void MemoryPot::begin(const std::vector<TokenId>& prefix, const std::vector<Toke
     eval_chunk(prefix, i, static_cast<int>(std::min<size_t>(fwd_.max_chunk(), prefix.size() - i)), -1, false);
 }
 
+void MemoryPot::set_catalyst(const std::vector<TokenId>& catalyst, int question_rows) {
+  if (needs_.catalyst && catalyst.empty())
+    throw std::invalid_argument("the " + opts_.policy + " policy needs a catalyst prompt");
+  if (!needs_.catalyst) return;  // the policy never runs one
+  if (pinned_ + static_cast<int>(catalyst.size()) + 2 > opts_.capacity || opts_.keep + static_cast<int>(catalyst.size()) >= opts_.capacity)
+    throw std::invalid_argument("the catalyst prompt (" + str(static_cast<int>(catalyst.size())) +
+                                " tokens) leaves the pot no room to read on beside its kept entries");
+  check_catalyst_fits_chunk(cfg_, static_cast<int>(catalyst.size()), fwd_.max_chunk());
+  catalyst_ = catalyst;
+  question_rows_ = question_rows > 0 && opts_.cap_question_rows ? std::min<int>(question_rows, catalyst.size()) : 0;
+  cap_measured_ = false;
+}
+
 // Evaluates tokens[from, from+n) into the next slots. With score, every row's NLL of the
 // token after it becomes that token's NuC (the last row's waits in pending_nuc_).
 void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int n, TokenId next, bool score,

@@ -106,6 +106,9 @@ class MemoryPot {
   // Makes sure n more tokens fit without another distillation (distilling once if needed),
   // then appends `tokens` (n >= tokens.size(): the rest is room for the answer).
   void finish(const std::vector<TokenId>& tokens, int n);
+  // Another catalyst from now on (a conversation's newest turn): checked as begin() checks it.
+  void set_catalyst(const std::vector<TokenId>& catalyst, int question_rows = 0);
+  const std::vector<TokenId>& catalyst() const { return catalyst_; }
   // One generated token into the next slot (decoding; never distills: finish() made room).
   void append(TokenId token);
   // One CCD cycle (measure, select, compact, CR-RoPE). No-op when size <= keep.

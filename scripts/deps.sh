@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip unzip
       ocl-icd-opencl-dev opencl-headers clinfo pocl-opencl-icd libclblast-dev
       libfmt-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
-      libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib)
+      libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib
+      libcpp-httplib-dev curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -14,4 +15,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The server's tests talk to it through the official OpenAI client (tests/server/test_serve.py).
+if ! python3 -c "import openai" 2>/dev/null; then
+  echo "deps: installing the openai Python package"
+  python3 -m pip install --quiet --disable-pip-version-check openai==3.57.0
 fi

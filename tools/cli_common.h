@@ -35,5 +35,8 @@ void add_bench_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_tune_command(CLI::App& app);
 void add_policies_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
+void add_bench_chat_command(CLI::App& app);
 
 }  // namespace infinipot::cli

@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
   infinipot::cli::add_profile_command(app);
   infinipot::cli::add_tune_command(app);
   infinipot::cli::add_policies_command(app);
+  infinipot::cli::add_serve_command(app);
+  infinipot::cli::add_chat_command(app);
+  infinipot::cli::add_bench_chat_command(app);
   try {
     // CLI11 reports an unknown subcommand as "A subcommand is required": name it instead.
     if (argc > 1 && argv[1][0] != '-') {
