@@ -115,6 +115,23 @@ Metrics::Gauges Server::Impl::gauges() {
   return g;
 }
 
+AnswerJob Server::Impl::new_job(const Sampling& s, long long prompt_tokens, const std::string& field, int room,
+                                const std::string& id_prefix) {
+  if (prompt_tokens > opt.max_prompt_tokens)
+    throw bad_request("'" + field + "' holds " + std::to_string(prompt_tokens) + " tokens, above this server's limit of " +
+                          std::to_string(opt.max_prompt_tokens),
+                      field, "context_length_exceeded");
+  AnswerJob job;
+  job.max_tokens = answer_tokens(s, room);
+  job.channel = std::make_shared<Channel>();
+  job.stream = s.stream;
+  job.include_usage = s.include_usage;
+  job.sampling = s;
+  job.id = id_prefix + std::to_string(next_id++);
+  job.created = unix_now();
+  return job;
+}
+
 void Server::Impl::chat(const httplib::Request& req, httplib::Response& res) {
   ChatRequest r = parse_chat_request(parse_json_body(req.body));
   check_model(r.model);
@@ -127,19 +144,8 @@ void Server::Impl::chat(const httplib::Request& req, httplib::Response& res) {
   }
   long long tokens = 0;  // the contents alone: the template's markup is small beside a limit
   for (const ChatMessage& m : r.messages) tokens += engine.tokenizer().encode(m.content, false, false).size();
-  if (tokens > opt.max_prompt_tokens)
-    throw bad_request("the messages hold " + std::to_string(tokens) + " tokens, above this server's limit of " +
-                          std::to_string(opt.max_prompt_tokens),
-                      "messages", "context_length_exceeded");
-  AnswerJob job;
-  job.max_tokens = answer_tokens(r.sampling, chat_room);
+  const AnswerJob job = new_job(r.sampling, tokens, "messages", chat_room, "chatcmpl-");
   std::shared_ptr<Document> doc = r.document.empty() ? nullptr : document(r.document);
-  job.channel = std::make_shared<Channel>();
-  job.stream = r.sampling.stream;
-  job.include_usage = r.sampling.include_usage;
-  job.sampling = r.sampling;
-  job.id = "chatcmpl-" + std::to_string(next_id++);
-  job.created = unix_now();
   submit([this, job, r = std::move(r), doc] { run_chat(job, r, doc); });
   respond(job, res, /*chat=*/true);
 }
@@ -147,19 +153,8 @@ void Server::Impl::chat(const httplib::Request& req, httplib::Response& res) {
 void Server::Impl::completion(const httplib::Request& req, httplib::Response& res) {
   CompletionRequest r = parse_completion_request(parse_json_body(req.body));
   check_model(r.model);
-  const size_t tokens = engine.tokenizer().encode(r.prompt, false, false).size();
-  if (tokens > static_cast<size_t>(opt.max_prompt_tokens))
-    throw bad_request("the prompt holds " + std::to_string(tokens) + " tokens, above this server's limit of " +
-                          std::to_string(opt.max_prompt_tokens),
-                      "prompt", "context_length_exceeded");
-  AnswerJob job;
-  job.max_tokens = answer_tokens(r.sampling, completion_room);
-  job.channel = std::make_shared<Channel>();
-  job.stream = r.sampling.stream;
-  job.include_usage = r.sampling.include_usage;
-  job.sampling = r.sampling;
-  job.id = "cmpl-" + std::to_string(next_id++);
-  job.created = unix_now();
+  const long long tokens = static_cast<long long>(engine.tokenizer().encode(r.prompt, false, false).size());
+  const AnswerJob job = new_job(r.sampling, tokens, "prompt", completion_room, "cmpl-");
   submit([this, job, r = std::move(r)] { run_completion(job, r); });
   respond(job, res, /*chat=*/false);
 }

@@ -65,6 +65,9 @@ struct Server::Impl {
   // The job's events as the HTTP answer: one JSON body, or server-sent events while it runs.
   // chunk(text, finish_reason) makes one streamed chunk; the Done event's result is the body.
   void respond(const AnswerJob& job, httplib::Response& res, bool chat);
+  // A checked request's job: its prompt within the limit (400 naming `field`), max_tokens within room.
+  AnswerJob new_job(const Sampling& s, long long prompt_tokens, const std::string& field, int room,
+                    const std::string& id_prefix);
   void submit(std::function<void()> job);  // ApiError 503 when the queue is full
   int answer_tokens(const Sampling& s, int room) const;  // max_tokens checked, or the default
   void check_model(const std::string& model) const;
