@@ -162,20 +162,24 @@ int catalyst_limit(const Engine& engine, int capacity, int keep) {
 namespace {
 
 // The longest answer after a distillation, room for the next catalyst kept: a turn too long
-// to go in whole with it is read through the pot up to its closing markup.
-int room_for(const Engine& engine, const ChatSegments& segs, int capacity, int keep) {
+// to go in whole with it is read through the pot up to its closing markup (the assistant
+// header, the same for every turn).
+int room_for(const Engine& engine, int capacity, int keep) {
+  const ChatSegments probe = chat_segments(engine, {{"user", "a"}});
   const int free_after = capacity - keep - catalyst_limit(engine, capacity, keep);
-  return std::max(0, free_after - static_cast<int>(segs.markup.back().size()));
+  return std::max(0, free_after - static_cast<int>(probe.markup.back().size()));
 }
 
 }  // namespace
 
-int Conversation::answer_room(const Engine& engine, const std::vector<ChatMessage>& messages) const {
-  const MemoryPot* pot = const_cast<Engine&>(engine).pot();
-  if (!pot) return 0;
-  const size_t held = holds(messages);
-  const ChatSegments segs = chat_segments(engine, messages, document_ != nullptr, held ? messages.size() - 1 : 0);
-  return room_for(engine, segs, pot->options().capacity, pot->options().keep);
+int answer_room(Engine& engine) {
+  const MemoryPot* pot = engine.pot();
+  return pot ? room_for(engine, pot->options().capacity, pot->options().keep) : 0;
+}
+
+PotPlan conversation_plan(const Engine& engine, const PromptParts& prefix, const PotChoice& choice) {
+  const PotOptions& p = choice.pot;
+  return PotPlan::stream(engine, prefix, choice, p.keep > 0 ? p.capacity - p.keep : p.capacity / 2);
 }
 
 void Conversation::begin(Engine& engine, const std::vector<TokenId>& prefix, const std::vector<TokenId>& catalyst,
@@ -218,7 +222,7 @@ GenerateResult Conversation::reply(Engine& engine, const std::vector<ChatMessage
   const int capacity = pot->options().capacity, keep = pot->options().keep;
   TurnPlan t = plan_turn(engine, segs, begun_ ? held : segs.first_turn, keep, capacity);
   if (go.n_predict < 1) throw std::invalid_argument("max_tokens must be at least 1");
-  const int room = room_for(engine, segs, capacity, keep);
+  const int room = room_for(engine, capacity, keep);
   const int spare = catalyst_limit(engine, capacity, keep);
   if (go.n_predict > room)
     throw std::invalid_argument("max_tokens " + std::to_string(go.n_predict) + " does not fit: after a distillation the pot (" +

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/pot_plan.h"
 #include "model_loader/chat_template.h"
 #include "pot/pot_snapshot.h"
 
@@ -61,6 +62,15 @@ inline constexpr int kCatalystQuestionTokens = 96;
 // leaves this much room free, so that the next turn's catalyst can run to distill.
 int catalyst_limit(const Engine& engine, int capacity, int keep);
 
+// The longest answer a turn has room for in the engine's pot: its free room after a
+// distillation, less the assistant header and the next catalyst's room; 0 without a pot.
+int answer_room(Engine& engine);
+
+// The pot a conversation reads through (server, chat, bench-chat): the chat prefix pinned,
+// keep entries left at a distillation (half by default), the rest for the newest turn and
+// its answer.
+PotPlan conversation_plan(const Engine& engine, const PromptParts& prefix, const PotChoice& choice);
+
 class Conversation {
  public:
   Conversation() = default;
@@ -72,9 +82,6 @@ class Conversation {
   // How many leading messages of `messages` this conversation holds, when it holds a prefix
   // of them and something after it is new; 0 otherwise (a conversation it does not hold).
   size_t holds(const std::vector<ChatMessage>& messages) const;
-  // The longest answer the newest turn of `messages` leaves room for (the pot's free room
-  // after a distillation, less the turn's own tokens); at least 0.
-  int answer_room(const Engine& engine, const std::vector<ChatMessage>& messages) const;
 
   // Reads what it does not hold of `messages` (checked: holds() > 0, or nothing held yet)
   // into the engine's pot and answers the last message. The engine's pot must be this

@@ -33,16 +33,10 @@ std::string endpoint_of(const std::string& path) {
   return "other";
 }
 
+// PotPlan::stream refuses a policy that must see the whole input first.
 PotPlan server_plan(Engine& engine, const ServerOptions& o) {
-  if (!find_policy(o.pot.pot.policy).reading->reads_a_stream())
-    throw std::invalid_argument("the policy \"" + o.pot.pot.policy +
-                                "\" must see a whole input before it selects; a server reads conversations as they come: "
-                                "choose a policy that reads through a pot (infinipot, h2o, tova, ...)");
-  const PromptParts parts =
-      engine.chat_template().completion() ? engine.prompt_parts("", "", "", true) : engine.prompt_parts("", "", "");
-  // Half the pot is kept at a distillation; the other half holds the newest turn and its answer.
-  const int reserve = o.pot.pot.keep > 0 ? o.pot.pot.capacity - o.pot.pot.keep : o.pot.pot.capacity / 2;
-  return PotPlan::stream(engine, parts, o.pot, reserve);
+  const bool raw = engine.chat_template().completion();
+  return conversation_plan(engine, engine.prompt_parts("", "", "", raw), o.pot);
 }
 
 Engine& prepared(Engine& engine, const PotPlan& plan) {
@@ -60,12 +54,9 @@ Server::Impl::Impl(Engine& e, ServerOptions o)
       started(unix_now()),
       queue(opt.queue) {
   const PotOptions& pot = *plan.pot();
-  const int free_after = pot.capacity - pot.keep;
-  if (!engine.chat_template().completion()) {
-    const ChatSegments probe = chat_segments(engine, {{"user", "a"}});
-    chat_room = std::max(0, free_after - static_cast<int>(probe.markup.back().size()));
-  }
-  completion_room = std::max(0, free_after - 1);
+  // The rooms the worker holds answers to, so that a request is refused here, before queuing.
+  if (!engine.chat_template().completion()) chat_room = answer_room(engine);
+  completion_room = std::max(0, pot.capacity - pot.keep - 1);
   routes();
 }
 

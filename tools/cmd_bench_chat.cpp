@@ -120,7 +120,7 @@ std::vector<TurnRecord> run_case(Engine& e, const ChatBenchOpts& o, const PotCho
   std::vector<TurnRecord> out;
   const int capacity = o.pot;
   if (shift) e.prepare(capacity);
-  else e.prepare(PotPlan::stream(e, e.prompt_parts("", "", ""), choice, capacity / 2));
+  else e.prepare(conversation_plan(e, e.prompt_parts("", "", ""), choice));
   for (int turn = 1; turn <= o.turns; ++turn) {
     TurnRecord rec;
     rec.turn = turn;

@@ -100,8 +100,7 @@ void run_chat(const PotFlags& f, const std::string& system, int n_predict, const
     throw std::invalid_argument("this model has no chat template (a base model): chat needs an instruction-tuned model");
   const PromptParts parts = engine.prompt_parts(system, "", "");
   const PotChoice choice = pot_choice(f);
-  const int reserve = choice.pot.keep > 0 ? choice.pot.capacity - choice.pot.keep : choice.pot.capacity / 2;
-  engine.prepare(PotPlan::stream(engine, parts, choice, reserve));
+  engine.prepare(conversation_plan(engine, parts, choice));
   std::vector<ChatMessage> messages;
   if (!system.empty()) messages.push_back({"system", system});
   auto conversation = std::make_unique<Conversation>();
@@ -118,7 +117,7 @@ void run_chat(const PotFlags& f, const std::string& system, int n_predict, const
     messages.push_back({"user", line});
     GenerateOptions go;
     go.sampler = sampler;
-    go.n_predict = std::min(n_predict, conversation->answer_room(engine, messages));
+    go.n_predict = std::min(n_predict, answer_room(engine));
     go.on_text = [](const std::string& piece) { std::cout << piece << std::flush; };
     const GenerateResult r = conversation->reply(engine, messages, go);
     std::cout << "\n";

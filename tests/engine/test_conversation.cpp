@@ -15,7 +15,7 @@ std::unique_ptr<Engine> chat_engine(int pot) {
   auto e = make_engine(tiny_model());
   PotChoice c;
   c.pot.capacity = pot;
-  e->prepare(PotPlan::stream(*e, e->prompt_parts("", "", ""), c, pot / 2));
+  e->prepare(conversation_plan(*e, e->prompt_parts("", "", ""), c));
   return e;
 }
 
@@ -159,7 +159,7 @@ TEST(Conversation, AnAnswerTooLongForThePotIsRefused) {
   auto e = chat_engine(160);
   Conversation c;
   const std::vector<ChatMessage> msgs = {{"user", "hello"}};
-  const int room = c.answer_room(*e, msgs);
+  const int room = answer_room(*e);
   const int closing = static_cast<int>(chat_segments(*e, msgs).markup.back().size());
   const int keep = e->pot()->options().keep;
   EXPECT_EQ(room, 160 - keep - closing - catalyst_limit(*e, 160, keep))

@@ -129,6 +129,9 @@ class Serve(unittest.TestCase):
         self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens)
         if r.choices[0].finish_reason == "length":
             self.assertEqual(r.usage.completion_tokens, 8)
+        # No max_tokens: the server's default, within what the pot leaves room for.
+        r = chat(self.c, [{"role": "user", "content": "And without a limit?"}])
+        self.assertGreater(r.usage.completion_tokens, 0)
 
     def test_stream_is_the_same_answer(self):
         msgs = [{"role": "user", "content": "Tell me about boats " + str(time.time())}]
