@@ -1,76 +1,57 @@
-// The C API (include/infinipot.h) over the engine: handles own an Engine and a session's
-// state; every entry point catches everything and maps it to a status + message.
-#include "infinipot.h"
-
-#include <chrono>
+// The C API (include/infinipot.h): errors, models, options and stats. Sessions are in
+// capi_session.cpp. Every entry point catches everything and maps it to a status + message.
 #include <exception>
-#include <memory>
 #include <new>
 #include <string>
 
-#include "engine/answer.h"
+#include "capi/capi_internal.h"
+#include "model_loader/chat_template.h"
 #include "model_loader/gguf.h"
-#include "pot/policy_registry.h"
+#include "model_loader/setting_names.h"
 #include "runtime/cl_error.h"
 #include "runtime/device_memory.h"
 
-struct infinipot_model {
-  std::unique_ptr<infinipot::Engine> engine;
-  bool in_session = false;
-};
-
-struct infinipot_session {
-  infinipot_model* model = nullptr;
-  int pot = 0, keep = 0, reserve = 128;
-  std::string policy = infinipot::default_policy(true), catalyst, system;
-  std::string pending;  // fed bytes not yet read (the pot reads complete words only)
-  std::string text;     // without a pot: the whole document, read by ask()
-  bool asked = false;
-  double read_s = 0;    // time spent reading fed pieces through the pot
-  infinipot_stats stats{};
-};
+namespace infinipot::capi {
 
 namespace {
 
 thread_local std::string g_error;
 
-struct StopRequested {};
-
-template <typename F>
-infinipot_status guarded(F&& f) {
-  try {
-    f();
-    g_error.clear();
-    return INFINIPOT_OK;
-  } catch (const infinipot::cl::BudgetError& e) {
-    g_error = e.what();
-    return INFINIPOT_ERR_BUDGET;
-  } catch (const infinipot::gguf::GgufError& e) {
-    g_error = e.what();
-    return INFINIPOT_ERR_MODEL;
-  } catch (const infinipot::cl::ClError& e) {
-    g_error = e.what();
-    return INFINIPOT_ERR_DEVICE;
-  } catch (const std::invalid_argument& e) {
-    g_error = e.what();
-    return INFINIPOT_ERR_INVALID_ARGUMENT;
-  } catch (const std::bad_alloc&) {
-    g_error = "out of host memory";
-    return INFINIPOT_ERR_INTERNAL;
-  } catch (const std::exception& e) {
-    g_error = e.what();
-    return INFINIPOT_ERR_INTERNAL;
-  } catch (...) {
-    g_error = "unknown error";
-    return INFINIPOT_ERR_INTERNAL;
-  }
+// How the C API names the settings lower layers name as {id} (model_loader/setting_names.h).
+const SettingNames& c_names() {
+  static const SettingNames names = {
+      {"device", "infinipot_model_options.device"},
+      {"device_mem", "infinipot_model_options.device_mem"},
+      {"kv_type", "infinipot_model_options.kv_type"},
+      {"chunk", "infinipot_model_options.chunk"},
+      {"pot", "infinipot_session_options.pot"},
+      {"keep", "infinipot_session_options.keep"},
+      {"policy", "infinipot_session_options.policy"},
+      {"catalyst", "infinipot_session_options.catalyst"},
+      {"system", "infinipot_session_options.system"},
+      {"n_predict", "n_predict"},
+      {"temp", "infinipot_sampling.temperature"},
+      {"top_p", "infinipot_sampling.top_p"},
+      {"save_pot", "infinipot_session_save"},
+      {"load_pot", "infinipot_session_load"},
+      {"ctx", "the full KV cache (infinipot_session_options.pot 0)"},
+      {"raw", "plain-text prompting (not in the C API: use a model with a chat template)"},
+      {"nuc_ratio", "the policy's nuc_ratio (infinipot_session_options.policy \"infinipot:nuc_ratio=R\")"},
+  };
+  return names;
 }
+
+infinipot_status fail(infinipot_status status, const std::string& message) {
+  g_error = worded(message, c_names());
+  return status;
+}
+
+}  // namespace
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-// Offset of the first invalid UTF-8 sequence, or npos.
 size_t bad_utf8_at(const std::string& s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -84,24 +65,43 @@ size_t bad_utf8_at(const std::string& s) {
   return std::string::npos;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-// Reads `segment` (complete words) through the session's pot.
-void read_segment(infinipot_session* s, const std::string& segment) {
-  if (segment.empty()) return;
-  const size_t bad = bad_utf8_at(segment);
-  require(bad == std::string::npos, "the document is not valid UTF-8 (byte " + std::to_string(bad) + " of the piece)");
-  infinipot::Engine& e = *s->model->engine;
-  const auto t0 = std::chrono::steady_clock::now();
-  e.stream_read(e.tokenizer().encode(segment, false, false));
-  s->read_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+infinipot_status guarded(const std::function<void()>& f) {
+  try {
+    f();
+    g_error.clear();
+    return INFINIPOT_OK;
+  } catch (const Cancelled& e) {
+    return fail(INFINIPOT_CANCELLED, e.message);
+  } catch (const IoError& e) {
+    return fail(INFINIPOT_ERR_IO, e.what());
+  } catch (const cl::BudgetError& e) {
+    return fail(INFINIPOT_ERR_BUDGET, std::string(e.what()) + " (in bytes: {device_mem} >= " +
+                                          std::to_string(e.minimum_bytes()) + ")");
+  } catch (const gguf::GgufError& e) {
+    return fail(INFINIPOT_ERR_MODEL, e.what());
+  } catch (const cl::ClError& e) {
+    return fail(INFINIPOT_ERR_DEVICE, e.what());
+  } catch (const ChatTemplateError& e) {
+    return fail(INFINIPOT_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(INFINIPOT_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(INFINIPOT_ERR_INTERNAL, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(INFINIPOT_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(INFINIPOT_ERR_INTERNAL, "unknown error");
+  }
 }
 
-}  // namespace
+}  // namespace infinipot::capi
+
+using infinipot::capi::guarded;
+using infinipot::capi::require;
 
 extern "C" {
 
-const char* infinipot_last_error(void) { return g_error.c_str(); }
+const char* infinipot_last_error(void) { return infinipot::capi::g_error.c_str(); }
 
 const char* infinipot_status_name(infinipot_status status) {
   switch (status) {
@@ -112,6 +112,7 @@ const char* infinipot_status_name(infinipot_status status) {
     case INFINIPOT_ERR_DEVICE: return "INFINIPOT_ERR_DEVICE";
     case INFINIPOT_ERR_IO: return "INFINIPOT_ERR_IO";
     case INFINIPOT_ERR_INTERNAL: return "INFINIPOT_ERR_INTERNAL";
+    case INFINIPOT_CANCELLED: return "INFINIPOT_CANCELLED";
   }
   return "INFINIPOT_ERR_UNKNOWN";
 }
@@ -121,6 +122,7 @@ void infinipot_model_options_init(infinipot_model_options* o) {
   o->device = nullptr;
   o->device_mem = 0;
   o->kv_type = nullptr;
+  o->chunk = 0;
 }
 
 infinipot_status infinipot_model_open(const char* path, const infinipot_model_options* options,
@@ -135,16 +137,26 @@ infinipot_status infinipot_model_open(const char* path, const infinipot_model_op
       if (options->device) eo.device = options->device;
       eo.device_mem = options->device_mem;
       if (options->kv_type) eo.kv_type = options->kv_type;
+      require(options->chunk >= 0, "infinipot_model_options.chunk must be >= 0 (0: the device's tuning), got " +
+                                       std::to_string(options->chunk));
+      eo.chunk = options->chunk;
     }
     require(eo.kv_type == "auto" || eo.kv_type == "f16" || eo.kv_type == "f32",
-            "kv_type must be \"auto\", \"f16\" or \"f32\", got \"" + eo.kv_type + "\"");
+            "infinipot_model_options.kv_type must be \"auto\", \"f16\" or \"f32\", got \"" + eo.kv_type + "\"");
     auto m = std::make_unique<infinipot_model>();
     m->engine = std::make_unique<infinipot::Engine>(eo);
     *out = m.release();
   });
 }
 
-void infinipot_model_free(infinipot_model* model) { delete model; }
+void infinipot_model_free(infinipot_model* model) {
+  if (!model) return;
+  if (model->sessions > 0) {
+    model->freed = true;  // freed with its last session
+    return;
+  }
+  delete model;
+}
 
 void infinipot_session_options_init(infinipot_session_options* o) {
   if (!o) return;
@@ -156,118 +168,12 @@ void infinipot_session_options_init(infinipot_session_options* o) {
   o->reserve = 0;
 }
 
-infinipot_status infinipot_session_create(infinipot_model* model, const infinipot_session_options* options,
-                                          infinipot_session** out) {
-  if (out) *out = nullptr;
-  return guarded([&] {
-    require(model != nullptr && out != nullptr, "infinipot_session_create: model or out is NULL");
-    require(!model->in_session, "this model already has a session: free it first (a session holds the device's KV store)");
-    auto s = std::make_unique<infinipot_session>();
-    s->model = model;
-    if (options) {
-      require(options->pot >= 0 && options->keep >= 0 && options->reserve >= 0, "pot, keep and reserve must be >= 0");
-      s->pot = options->pot;
-      s->keep = options->keep;
-      if (options->policy) s->policy = options->policy;
-      if (options->catalyst) s->catalyst = options->catalyst;
-      if (options->system) s->system = options->system;
-      if (options->reserve > 0) s->reserve = options->reserve;
-    }
-    if (s->pot > 0) {
-      infinipot::Engine& e = *model->engine;
-      infinipot::PotChoice choice;
-      choice.pot.policy = s->policy;
-      choice.pot.capacity = s->pot;
-      choice.pot.keep = s->keep;
-      choice.catalyst = s->catalyst;
-      const infinipot::PromptParts parts = e.prompt_parts(s->system, "", "");
-      const infinipot::PotPlan plan = infinipot::PotPlan::stream(e, parts, choice, s->reserve);
-      e.prepare(plan);
-      e.stream_begin(parts.prefix, plan.catalyst(), plan.question_rows());
-    }
-    model->in_session = true;
-    *out = s.release();
-  });
-}
-
-infinipot_status infinipot_session_feed(infinipot_session* s, const char* text, size_t len) {
-  return guarded([&] {
-    require(s != nullptr, "infinipot_session_feed: session is NULL");
-    require(text != nullptr || len == 0, "infinipot_session_feed: text is NULL");
-    require(!s->asked, "the session has answered its question: create a new one");
-    if (len == 0) return;
-    if (s->pot == 0) {
-      s->text.append(text, len);
-      return;
-    }
-    s->pending.append(text, len);
-    // Cut at the start of the last whitespace run that follows a word: the tokenizer splits
-    // there anyway, so piecewise reading tokenizes as the whole text would.
-    size_t cut = std::string::npos;
-    for (size_t i = s->pending.size(); i-- > 1;)
-      if (is_space(s->pending[i]) && !is_space(s->pending[i - 1])) {
-        cut = i;
-        break;
-      }
-    if (cut == std::string::npos) return;
-    const std::string segment = s->pending.substr(0, cut);
-    s->pending.erase(0, cut);
-    read_segment(s, segment);
-  });
-}
-
-infinipot_status infinipot_session_ask(infinipot_session* s, const char* question, int n_predict,
-                                       infinipot_piece_callback on_piece, void* user_data) {
-  return guarded([&] {
-    require(s != nullptr, "infinipot_session_ask: session is NULL");
-    require(question != nullptr && *question, "infinipot_session_ask: the question is NULL or empty");
-    require(n_predict >= 1, "infinipot_session_ask: n_predict must be at least 1");
-    require(!s->asked, "the session has answered its question: create a new one");
-    require(bad_utf8_at(question) == std::string::npos, "the question is not valid UTF-8");
-    s->asked = true;
-    infinipot::Engine& e = *s->model->engine;
-    int pieces = 0;
-    infinipot::GenerateOptions go;
-    go.n_predict = n_predict;
-    go.on_text = [&](const std::string& piece) {
-      ++pieces;
-      if (on_piece && on_piece(piece.data(), piece.size(), user_data) != 0) throw StopRequested{};
-    };
-    infinipot::GenerateResult r;
-    int cycles = 0;
-    try {
-      if (s->pot > 0) {
-        read_segment(s, s->pending);
-        s->pending.clear();
-        const infinipot::PromptParts parts = e.prompt_parts(s->system, "", question);
-        std::vector<infinipot::TokenId> final_part = parts.question;
-        final_part.insert(final_part.end(), parts.tail.begin(), parts.tail.end());
-        r = e.stream_answer(final_part, go);
-        cycles = e.pot()->stats().cycles;
-      } else {
-        require(bad_utf8_at(s->text) == std::string::npos, "the document is not valid UTF-8");
-        infinipot::AnswerOptions ao;
-        ao.system = s->system;
-        ao.n_predict = n_predict;
-        ao.pot.policy = infinipot::default_policy(false);
-        ao.on_text = go.on_text;
-        r = infinipot::answer(e, s->text, question, ao).result;
-      }
-    } catch (const StopRequested&) {
-      r.tokens.resize(static_cast<size_t>(pieces));
-    }
-    const nlohmann::json mem = e.memory_report();
-    s->stats.prompt_tokens = r.prompt_tokens;
-    s->stats.generated_tokens = static_cast<int>(r.tokens.size());
-    s->stats.distillations = cycles;
-    s->stats.ttft_s = r.ttft_s;
-    const double prefill_s = r.prefill_s + s->read_s;  // with a pot, most of it happened in feed()
-    s->stats.prefill_tok_s = prefill_s > 0 ? r.prompt_tokens / prefill_s : 0;
-    s->stats.decode_tok_s = r.decode_s > 0 && r.tokens.size() > 1 ? (r.tokens.size() - 1) / r.decode_s : 0;
-    s->stats.peak_device_bytes = static_cast<size_t>(mem.value("peak", uint64_t(0)));
-    if (mem.contains("by_category") && mem["by_category"].contains("kv_cache"))
-      s->stats.kv_cache_bytes = static_cast<size_t>(mem["by_category"]["kv_cache"].value("peak", uint64_t(0)));
-  });
+void infinipot_sampling_init(infinipot_sampling* s) {
+  if (!s) return;
+  s->temperature = 0.0f;
+  s->top_p = 1.0f;
+  s->top_k = 0;
+  s->seed = 0;
 }
 
 infinipot_status infinipot_session_stats(const infinipot_session* s, infinipot_stats* out) {
@@ -275,12 +181,6 @@ infinipot_status infinipot_session_stats(const infinipot_session* s, infinipot_s
     require(s != nullptr && out != nullptr, "infinipot_session_stats: session or out is NULL");
     *out = s->stats;
   });
-}
-
-void infinipot_session_free(infinipot_session* s) {
-  if (!s) return;
-  if (s->model) s->model->in_session = false;
-  delete s;
 }
 
 }  // extern "C"

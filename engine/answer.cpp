@@ -143,7 +143,7 @@ Answer answer_from_snapshot(Engine& engine, const std::string& question, const A
   if (snap.tokens.size() < parts.prefix.size() ||
       !std::equal(parts.prefix.begin(), parts.prefix.end(), snap.tokens.begin()))
     throw std::invalid_argument("pot snapshot '" + o.load_pot + "' was saved with another chat prefix (system prompt "
-                                "or --raw): load it with the --system / --raw it was saved with");
+                                "or {raw}): load it with the {system} / {raw} it was saved with");
   const PotPlan plan = PotPlan::restored(engine, parts, question, choice);
   engine.prepare(plan);
   Answer a;
@@ -176,6 +176,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   go.n_predict = o.n_predict;
   go.sampler = o.sampler;
   go.on_text = o.on_text;
+  go.cancelled = o.cancelled;
   go.ignore_eos = o.ignore_eos;
   if (!o.load_pot.empty()) return answer_from_snapshot(engine, question, o, go);
   go.on_prefill = o.on_prefill;
@@ -183,7 +184,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   const PotPlan plan = PotPlan::make(engine, parts, question, choice_of(o), o.n_predict);
   if (!plan.pot()) {
     if (!o.save_pot.empty())
-      throw std::invalid_argument("--save-pot saves a memory pot; --policy " + o.pot.policy + " keeps none: give --pot N");
+      throw std::invalid_argument("{save_pot} saves a memory pot; {policy} " + o.pot.policy + " keeps none: give {pot} N");
     if (o.resume || o.after_chunk) throw std::logic_error("answer: the plan has no pot to share a document prefix in");
     if (!o.watch.empty() || !o.oracle.empty() || o.pot_text)
       throw std::logic_error("answer: watch, oracle and pot_text report on a pot; the plan has none");
@@ -212,7 +213,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
     };
   if (!o.oracle.empty()) {
     const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.oracle);
-    if (span.first < 0) throw std::invalid_argument("--pot-oracle text does not occur in the document");
+    if (span.first < 0) throw std::invalid_argument("{pot_oracle} text does not occur in the document");
     engine.pot()->set_oracle(span.first, span.second);
   }
   const auto watched = o.watch.empty() ? std::pair<int, int>{-1, -1}

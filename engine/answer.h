@@ -36,6 +36,7 @@ struct AnswerOptions {
   bool pot_text = false;     // report the text the pot holds at the end (Answer::pot["held"])
   std::function<void(const std::string&)> on_text;  // streamed answer pieces
   std::function<void(const PrefillProgress&)> on_prefill;  // after each prefill chunk
+  std::function<bool()> cancelled;  // GenerateOptions::cancelled
   bool ignore_eos = false;   // answer n_predict tokens whatever they are (benchmarks)
   // Pot snapshots (pot/pot_snapshot.h): save_pot: write the pot after reading the document,
   // then answer; load_pot: answer from a saved pot (the document is not read; the pot's

@@ -221,11 +221,11 @@ GenerateResult Conversation::reply(Engine& engine, const std::vector<ChatMessage
   }
   const int capacity = pot->options().capacity, keep = pot->options().keep;
   TurnPlan t = plan_turn(engine, segs, begun_ ? held : segs.first_turn, keep, capacity);
-  if (go.n_predict < 1) throw std::invalid_argument("max_tokens must be at least 1");
+  if (go.n_predict < 1) throw std::invalid_argument("{n_predict} must be at least 1");
   const int room = room_for(engine, capacity, keep);
   const int spare = catalyst_limit(engine, capacity, keep);
   if (go.n_predict > room)
-    throw std::invalid_argument("max_tokens " + std::to_string(go.n_predict) + " does not fit: after a distillation the pot (" +
+    throw std::invalid_argument("{n_predict} " + std::to_string(go.n_predict) + " does not fit: after a distillation the pot (" +
                                 std::to_string(capacity) + " entries, " + std::to_string(keep) +
                                 " kept) has room for the newest turn and at most " + std::to_string(room) +
                                 " answer tokens; ask for fewer");
@@ -313,6 +313,13 @@ void Conversation::park(Engine& engine) {
   if (!active(engine)) throw std::logic_error("Conversation::park: not on the device");
   parked_ = std::make_shared<PotSnapshot>(engine.stream_capture(stream_));
   on_stream_ = 0;
+}
+
+Conversation Conversation::fork(Engine& engine) const {
+  Conversation copy = *this;
+  if (active(engine)) copy.parked_ = std::make_shared<PotSnapshot>(engine.stream_capture(stream_));
+  copy.on_stream_ = 0;
+  return copy;
 }
 
 void Conversation::adopt(std::shared_ptr<PotSnapshot> state, std::vector<ChatMessage> held, std::vector<TokenId> unread) {

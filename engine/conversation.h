@@ -96,6 +96,9 @@ class Conversation {
   // conversation is the engine's active stream.
   void park(Engine& engine);
   bool parked() const { return parked_ != nullptr; }
+  // A copy that goes on independently (the C API's session fork): parked, with this one's
+  // state (captured from the device when this one is active there; this one stays active).
+  Conversation fork(Engine& engine) const;
   const PotSnapshot* parked_state() const { return parked_.get(); }
   // A parked state from elsewhere (a snapshot file written by an earlier server): the held
   // messages must be given with it.

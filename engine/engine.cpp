@@ -117,7 +117,7 @@ void Engine::open_context() {
   ctx_ = std::make_unique<cl::Context>(co);
   if (opts_.kv_type == "auto") kv_half_ = ctx_->device().fp16;
   else if (opts_.kv_type == "f16" || opts_.kv_type == "f32") kv_half_ = opts_.kv_type == "f16";
-  else throw std::invalid_argument("--kv-type must be auto, f16 or f32, got '" + opts_.kv_type + "'");
+  else throw std::invalid_argument("{kv_type} must be auto, f16 or f32, got '" + opts_.kv_type + "'");
 }
 
 int Engine::chunk_of(int kv_capacity) const {
@@ -230,7 +230,7 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   if (cfg_.has_local_layers())
     entries += " in the " + std::to_string(cfg_.n_global_layers()) + " global layers; the sliding-window layers "
                "take a fixed " + cl::format_bytes(plan[cl::MemCategory::KvCache] - KvStore::bytes_needed(cfg_, kv_capacity, kv_half_));
-  const std::string half_hint = kv_half_ ? "" : ", or --kv-type f16 to halve it";
+  const std::string half_hint = kv_half_ ? "" : ", or {kv_type} f16 to halve it";
   const Reading& reading = with_pot ? *find_policy(pot->policy).reading : reading_full_cache();
   ctx_->memory().check_plan(plan, reading.smaller_store(pot ? pot->policy : "", entries) + half_hint);
 

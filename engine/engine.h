@@ -186,6 +186,7 @@ class Engine {
   // must fit beside what the pot holds, to distill).
   GenerateResult stream_answer(const std::vector<TokenId>& final_part, const GenerateOptions& opts, int room_after = 0);
   int stream_tokens() const { return stream_read_; }
+  bool stream_holds_token() const { return stream_held_ >= 0; }  // the last token fed is not read yet
   // Changes whenever the pot starts holding another stream (stream_begin, stream_restore,
   // prepare): who read a stream can tell whether the pot still holds it.
   uint64_t stream_id() const { return stream_id_; }
@@ -197,8 +198,12 @@ class Engine {
   void stream_catalyst(const std::vector<TokenId>& catalyst, int question_rows);
   void stream_make_room(int n);
   void stream_flush();  // reads the held-back token (its successor unknown: unscored)
-  PotSnapshot stream_capture(const std::vector<TokenId>& tokens);
-  void stream_restore(const PotSnapshot& snap, const std::vector<TokenId>& catalyst, int question_rows);
+  // held: a stream parked mid-read (the C API's feed) keeps its held-back token out of the
+  // snapshot (given here, -1 for none) and back in at restore, so that reading on after a
+  // park is exactly reading on without one. Without `held`, capture refuses a held token.
+  PotSnapshot stream_capture(const std::vector<TokenId>& tokens, TokenId* held = nullptr);
+  void stream_restore(const PotSnapshot& snap, const std::vector<TokenId>& catalyst, int question_rows,
+                      TokenId held = -1);
   // The model's identity for snapshots: file size and a 64-bit hash of every tensor's name,
   // type, shape and bytes (computed once).
   const std::string& model_id();

@@ -40,10 +40,10 @@ std::string needle(const std::string& sentence, const std::string& key) {
 
 void check_needle(const std::string& sentence) {
   if (sentence.find("{key}") == std::string::npos)
-    throw std::invalid_argument("--needle must say where the key goes with {key} (e.g. --needle \"The vault code is "
+    throw std::invalid_argument("{needle} must say where the key goes with {key} (e.g. {needle} \"The vault code is "
                                 "{key}.\"), got '" + sentence + "'");
   if (text::trim(needle(sentence, "")).empty())
-    throw std::invalid_argument("--needle needs words around {key}, got '" + sentence + "'");
+    throw std::invalid_argument("{needle} needs words around {key}, got '" + sentence + "'");
 }
 
 using namespace text;
@@ -265,23 +265,23 @@ void resolve_positions(std::vector<PolicySpec>& specs, const std::string& archit
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " (--policy takes a comma list of NAME or NAME:key=value:..., keys pot, keep, nuc_ratio, pool, "
+  const std::string usage = " ({policy} takes a comma list of NAME or NAME:key=value:..., keys pot, keep, nuc_ratio, pool, "
                             "ahead, recent, heads=per-head, layers=per-layer, units=word|plain|alnum|token, cap_rows=all, "
                             "catalyst=general, cr_rope=0, positions=reset|fit|gaps|auto, gap=G, oracle=1; e.g. "
-                            "--policy full,infinipot,h2o:pot=2048)";
+                            "{policy} full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
   std::set<std::string> seen;
   for (const std::string& raw : split(list, ',')) {
     const std::string entry = trim(raw);
-    if (entry.empty()) throw std::invalid_argument("--policy has an empty entry in '" + list + "'" + usage);
+    if (entry.empty()) throw std::invalid_argument("{policy} has an empty entry in '" + list + "'" + usage);
     PolicySpec p;
     try {
       p = parse_policy_spec(entry, default_pot, default_keep);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--policy " + std::string(e.what()) + usage);
+      throw std::invalid_argument("{policy} " + std::string(e.what()) + usage);
     }
     if (!seen.insert(p.config()).second)
-      throw std::invalid_argument("--policy lists '" + p.config() + "' twice; drop one");
+      throw std::invalid_argument("{policy} lists '" + p.config() + "' twice; drop one");
     out.push_back(p);
   }
   return out;

@@ -96,7 +96,7 @@ Results load_results(const std::string& path, bool repair) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return res;
   if (std::filesystem::is_directory(path, ec))
-    throw std::invalid_argument("results file '" + path + "' is a directory; give --out a file name");
+    throw std::invalid_argument("results file '" + path + "' is a directory; give {out} a file name");
   const LockedFile f(path, O_RDONLY);  // no append lands while we read (and maybe cut)
   if (f.fd() < 0) throw std::invalid_argument("results file '" + path + "' cannot be read (permissions?)");
   std::string all;
@@ -125,7 +125,7 @@ Results load_results(const std::string& path, bool repair) {
       const size_t line_no = std::count(all.begin(), all.begin() + lines[i].begin, '\n') + 1;
       if (i + 1 < lines.size())
         throw std::invalid_argument("results file '" + path + "': line " + std::to_string(line_no) +
-                                    " is not a JSON record; fix or remove that line, or give --out another file");
+                                    " is not a JSON record; fix or remove that line, or give {out} another file");
       res.warnings.push_back("results file '" + path + "': the last line (line " + std::to_string(line_no) + ", " +
                              std::to_string(text.size()) + " bytes) is not a complete record (a run stopped while "
                              "writing it?); " + (repair ? "dropped it" : "ignored it"));

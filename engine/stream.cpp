@@ -67,18 +67,20 @@ void Engine::stream_flush() {
   stream_held_ = -1;
 }
 
-PotSnapshot Engine::stream_capture(const std::vector<TokenId>& tokens) {
+PotSnapshot Engine::stream_capture(const std::vector<TokenId>& tokens, TokenId* held) {
   if (!pot_) throw cl::ClError("stream_capture: stream_begin() was not called");
-  if (stream_held_ >= 0) throw std::logic_error("stream_capture with a token held back: answer first");
+  if (held) *held = stream_held_;
+  else if (stream_held_ >= 0) throw std::logic_error("stream_capture with a token held back: answer first");
   return pot_->capture(tokens, model_id());
 }
 
-void Engine::stream_restore(const PotSnapshot& snap, const std::vector<TokenId>& catalyst, int question_rows) {
+void Engine::stream_restore(const PotSnapshot& snap, const std::vector<TokenId>& catalyst, int question_rows,
+                            TokenId held) {
   if (!pot_) throw cl::ClError("stream_restore: prepare_pot() was not called");
   pot_->restore(snap, catalyst, question_rows);
   ++stream_id_;
-  stream_held_ = -1;
-  stream_read_ = snap.stream_pos;
+  stream_held_ = held;
+  stream_read_ = snap.stream_pos + (held >= 0 ? 1 : 0);
 }
 
 }  // namespace infinipot

@@ -20,7 +20,7 @@ std::string hash_hex(const std::string& s) {
 TrialCheckpoint::TrialCheckpoint(std::string dir, const std::string& identity, double every_s)
     : every_s_(every_s), last_(std::chrono::steady_clock::now()) {
   if (dir.empty()) return;
-  if (every_s < 0) throw std::invalid_argument("--checkpoint-every must be >= 0 seconds");
+  if (every_s < 0) throw std::invalid_argument("{checkpoint_every} must be >= 0 seconds");
   prepare_dir(dir);
   path_ = (std::filesystem::path(dir) / ("trial-" + hash_hex(identity) + ".pot")).string();
 }
@@ -29,7 +29,7 @@ void TrialCheckpoint::prepare_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (!std::filesystem::is_directory(dir))
-    throw std::invalid_argument("--checkpoint-dir: cannot create the directory '" + dir + "'" +
+    throw std::invalid_argument("{checkpoint_dir}: cannot create the directory '" + dir + "'" +
                                 (ec ? " (" + ec.message() + ")" : ""));
 }
 

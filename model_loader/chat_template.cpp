@@ -244,7 +244,7 @@ ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& file) {
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
   if (completion()) {
-    throw ChatTemplateError("model has no tokenizer.chat_template (a base model): prompt it with plain text (--raw)");
+    throw ChatTemplateError("model has no tokenizer.chat_template (a base model): prompt it with plain text ({raw})");
   }
   return find_family(family_)->render(messages, add_generation_prompt, Vocab{default_system_, eos_});
 }

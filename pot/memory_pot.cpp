@@ -24,16 +24,16 @@ std::string str(long long v) { return std::to_string(v); }
 // The policy the options name, made with their params; throws for one that keeps no pot.
 std::unique_ptr<PotPolicy> make_policy(const PotOptions& o) {
   const PolicyInfo& info = find_policy(o.policy);
-  if (!info.make) throw std::invalid_argument("--policy " + o.policy + " keeps no pot");
+  if (!info.make) throw std::invalid_argument("{policy} " + o.policy + " keeps no pot");
   return info.make(o.params);
 }
 
 }  // namespace
 
 PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
-  if (o.capacity <= 0) throw std::invalid_argument("--pot must be a positive number of KV entries, got " + str(o.capacity));
+  if (o.capacity <= 0) throw std::invalid_argument("{pot} must be a positive number of KV entries, got " + str(o.capacity));
   if (!(o.params.nuc_ratio >= 0.0f && o.params.nuc_ratio <= 1.0f))
-    throw std::invalid_argument("--nuc-ratio must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
+    throw std::invalid_argument("{nuc_ratio} must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
   (void)make_policy(o);  // a known policy that keeps a pot
   const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
   // A document that overflows the pot ends with a distillation; then the question, template
@@ -47,27 +47,27 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   const long long min_pot = answer_binds ? P + 1 + F : P + K + 2;
   if (M < min_pot)
     throw std::invalid_argument(
-        "--pot " + str(M) + " cannot hold the chat prefix (" + str(P) + " tokens) plus " +
+        "{pot} " + str(M) + " cannot hold the chat prefix (" + str(P) + " tokens) plus " +
         (answer_binds ? "one kept entry and the question, template and answer (" + str(F) + " tokens) after the last distillation"
                       : "the catalyst prompt (" + str(K) + " tokens) with room to distill") +
-        "; use --pot " + str(min_pot) + " or more (or a shorter --system / " + (answer_binds ? "question, or a smaller -n)" : "--catalyst)"));
+        "; use {pot} " + str(min_pot) + " or more (or a shorter {system} / " + (answer_binds ? "question, or a smaller {n_predict})" : "{catalyst})"));
   // Default: half the pot, within the range that works (above the prefix, leaving room for
   // the catalyst and one new token, and for F after the last distillation), so the minimum
   // pot named above works as it is.
   if (o.keep == 0) o.keep = static_cast<int>(std::clamp<long long>(M / 2, P + 1, std::min<long long>(M - K - 1, M - F)));
   if (o.keep >= M)
-    throw std::invalid_argument("--keep " + str(o.keep) + " must be below --pot " + str(M) +
+    throw std::invalid_argument("{keep} " + str(o.keep) + " must be below {pot} " + str(M) +
                                 ": a distillation has to free room for new text");
   if (o.keep <= P)
-    throw std::invalid_argument("--keep " + str(o.keep) + " leaves no room for the document: the chat prefix alone pins " +
-                                str(P) + " entries; use --keep " + str(P + 1) + " or more");
+    throw std::invalid_argument("{keep} " + str(o.keep) + " leaves no room for the document: the chat prefix alone pins " +
+                                str(P) + " entries; use {keep} " + str(P + 1) + " or more");
   if (o.keep + K >= M)
-    throw std::invalid_argument("--keep " + str(o.keep) + " plus the catalyst prompt (" + str(K) + " tokens) fills --pot " +
-                                str(M) + ": no room to read on; use --keep " + str(M - K - 1) + " or less");
+    throw std::invalid_argument("{keep} " + str(o.keep) + " plus the catalyst prompt (" + str(K) + " tokens) fills {pot} " +
+                                str(M) + ": no room to read on; use {keep} " + str(M - K - 1) + " or less");
   if (!never_full && o.keep + L.final_tokens > M)
     throw std::invalid_argument("after its last distillation the pot keeps " + str(o.keep) + " entries, and the question, "
-                                "template and answer need " + str(L.final_tokens) + " more than --pot " + str(M) +
-                                " holds; lower -n or --keep, or raise --pot to " + str(o.keep + L.final_tokens));
+                                "template and answer need " + str(L.final_tokens) + " more than {pot} " + str(M) +
+                                " holds; lower {n_predict} or {keep}, or raise {pot} to " + str(o.keep + L.final_tokens));
   return o;
 }
 
@@ -76,7 +76,7 @@ void MemoryPot::check_catalyst_fits_chunk(const LlamaConfig& cfg, int catalyst_t
   if (cfg.has_local_layers() && catalyst_tokens > chunk)
     throw std::invalid_argument("the catalyst prompt (" + str(catalyst_tokens) + " tokens) is longer than the prefill "
                                 "chunk (" + str(chunk) + "), which a model with sliding-window layers "
-                                "needs; use --chunk " + str(catalyst_tokens) + " or more, or a shorter --catalyst");
+                                "needs; use {chunk} " + str(catalyst_tokens) + " or more, or a shorter {catalyst}");
 }
 
 PolicyNeeds MemoryPot::needs_of(const PotOptions& opts) { return make_policy(opts)->needs(); }
@@ -306,7 +306,7 @@ void MemoryPot::finish(const std::vector<TokenId>& tokens, int n) {
   if (kv_.free_slots() < n) distill();
   if (kv_.free_slots() < n)
     throw std::invalid_argument("the pot keeps " + str(kv_.size()) + " entries after distilling; " + str(n) +
-                                " more do not fit in --pot " + str(opts_.capacity));
+                                " more do not fit in {pot} " + str(opts_.capacity));
   for (size_t i = 0; i < tokens.size(); i += fwd_.max_chunk())
     eval_chunk(tokens, i, static_cast<int>(std::min<size_t>(fwd_.max_chunk(), tokens.size() - i)), -1, false);
 }

@@ -1,6 +1,7 @@
 // MemoryPot's snapshots: its host records and the K/V of its filled slots (and, for a model
 // with sliding-window layers, the forward pass's local store) out to a PotSnapshot, and back
 // into a freshly prepared pot of the same model and options.
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -136,6 +137,15 @@ PotSnapshot MemoryPot::capture(const std::vector<int>& tokens, const std::string
   s.source = source_;
   s.unit = unit_;
   s.position = position_;
+  // Slots past the filled ones hold what earlier cycles left there: written as a fresh pot
+  // holds them, so that two pots in the same state make the same file.
+  for (size_t row = 0; row < size_t(s.n_layer) * s.n_head_kv; ++row)
+    for (size_t i = row * s.capacity + s.size; i < (row + 1) * s.capacity; ++i) {
+      s.nuc[i] = std::numeric_limits<float>::quiet_NaN();  // MemoryPot's "no score yet"
+      if (!s.acc.empty()) s.acc[i] = 0;
+      s.source[i] = s.unit[i] = -1;
+      s.position[i] = 0;
+    }
   if (needs_.accumulated) {
     s.mass.resize(mass_.bytes() / sizeof(float));
     ctx_.read(mass_, s.mass.data(), mass_.bytes());
@@ -169,14 +179,14 @@ void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& cataly
                                 (s.half ? "f16" : "f32") + ") does not match this pot (" +
                                 std::to_string(kv_.n_layers()) + " layers, " + std::to_string(cfg_.n_head_kv) +
                                 " KV heads, pot " + std::to_string(opts_.capacity) + ", " +
-                                (kv_.half() ? "f16" : "f32") + "): load it with the model and --kv-type it was saved with");
+                                (kv_.half() ? "f16" : "f32") + "): load it with the model and {kv_type} it was saved with");
   KvStore* window = fwd_.window_store();
   // Layer kinds match, so the snapshot has a local store exactly when this model has one.
   if (window && s.window_size > window->capacity())
     throw std::invalid_argument(
         "the snapshot's sliding-window store holds " + std::to_string(s.window_size) + " entries, more than this run's " +
         "holds (window " + std::to_string(cfg_.sliding_window) + " + chunk " + std::to_string(fwd_.max_chunk()) +
-        "): load it with --chunk " + std::to_string(s.window_capacity - cfg_.sliding_window) + " as it was saved with");
+        "): load it with {chunk} " + std::to_string(s.window_capacity - cfg_.sliding_window) + " as it was saved with");
   if (needs_.catalyst && catalyst.empty()) throw std::invalid_argument("the " + opts_.policy + " policy needs a catalyst prompt");
   check_catalyst_fits_chunk(cfg_, static_cast<int>(catalyst.size()), fwd_.max_chunk());
   if ((needs_.accumulated && (s.acc.size() != acc_.size() || s.mass.size() * sizeof(float) != mass_.bytes())) ||

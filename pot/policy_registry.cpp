@@ -18,7 +18,7 @@ std::deque<PolicyInfo>& table() {
        "InfiniPot CCD: CaP (catalyst attention) + NuC (novelty), whole word/digit runs, one choice for all layers",
        make_infinipot_policy},
       {"cap", &reading_through_pot(), kCcd & ~bit(Setting::NucRatio), kNeedsPot,
-       "CCD with catalyst attention only (--nuc-ratio 0)", make_cap_policy},
+       "CCD with catalyst attention only ({nuc_ratio} 0)", make_cap_policy},
       {"nuc", &reading_through_pot(), kPotSettings | kSpan, kNeedsPot, "CCD with novelty only (SirLLM-like token entropy)",
        make_nuc_policy},
       {"tova", &reading_through_pot(), kPotSettings | bit(Setting::Heads), kNeedsPot,

@@ -58,7 +58,7 @@ float bits_float(uint32_t u) {
 [[noreturn]] void bad(const std::string& what, const std::string& why) {
   throw std::invalid_argument("pot snapshot '" + what + "' " + why +
                               ": it is not a snapshot this program wrote, or it is damaged; save it again with "
-                              "`infinipot run ... --save-pot FILE`");
+                              "`infinipot run ... {save_pot} FILE`");
 }
 
 }  // namespace
@@ -266,25 +266,25 @@ void write_pot_snapshot(const std::string& path, const PotSnapshot& s) {
   const std::string tmp = path + ".partial";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::invalid_argument("--save-pot: cannot write '" + path + "' (missing directory or no permission)");
+    if (!out) throw std::invalid_argument("{save_pot}: cannot write '" + path + "' (missing directory or no permission)");
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
       std::remove(tmp.c_str());
-      throw std::runtime_error("--save-pot: writing '" + path + "' failed (disk full?)");
+      throw std::runtime_error("{save_pot}: writing '" + path + "' failed (disk full?)");
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
-    throw std::runtime_error("--save-pot: cannot rename the snapshot into '" + path + "'");
+    throw std::runtime_error("{save_pot}: cannot rename the snapshot into '" + path + "'");
   }
 }
 
 PotSnapshot read_pot_snapshot(const std::string& path) {
   if (std::filesystem::is_directory(path))
-    throw std::invalid_argument("--load-pot: '" + path + "' is a directory; give the snapshot file --save-pot wrote");
+    throw std::invalid_argument("{load_pot}: '" + path + "' is a directory; give the snapshot file {save_pot} wrote");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("--load-pot: cannot read '" + path + "' (no such file or no permission)");
+  if (!in) throw std::invalid_argument("{load_pot}: cannot read '" + path + "' (no such file or no permission)");
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return parse_pot_snapshot(bytes.data(), bytes.size(), path);
 }

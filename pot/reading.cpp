@@ -21,7 +21,7 @@ class ThroughPot : public Reading {
   }
   bool reads_a_stream() const override { return true; }
   std::string smaller_store(const std::string&, const std::string& entries) const override {
-    return "a smaller --pot (" + entries + ")";
+    return "a smaller {pot} (" + entries + ")";
   }
 };
 
@@ -32,11 +32,11 @@ class WholeInput : public Reading {
   StorePlan size(const StoreRequest& r, const PotLayout& layout) const override {
     PotOptions po = r.pot;
     if (po.keep != 0)
-      throw std::invalid_argument("--keep does not apply to --policy " + po.policy + ": --pot N is what it keeps");
+      throw std::invalid_argument("{keep} does not apply to {policy} " + po.policy + ": {pot} N is what it keeps");
     const int n = po.capacity, pinned = MemoryPot::pinned_of(po, layout.pinned);
     if (n <= pinned)
-      throw std::invalid_argument("--pot " + str(n) + " with --policy " + po.policy +
-                                  " keeps no more than the chat prefix (" + str(pinned) + " tokens); use --pot " +
+      throw std::invalid_argument("{pot} " + str(n) + " with {policy} " + po.policy +
+                                  " keeps no more than the chat prefix (" + str(pinned) + " tokens); use {pot} " +
                                   str(pinned + 1) + " or more");
     const int needed = whole_prompt(layout);
     if (r.at_least > 0 && r.at_least < needed)
@@ -51,7 +51,7 @@ class WholeInput : public Reading {
   bool reads_a_stream() const override { return false; }
   void after_document(MemoryPot& pot) const override { pot.distill(); }  // the one selection
   std::string smaller_store(const std::string& policy, const std::string& entries) const override {
-    return "a policy that reads through the pot (--policy " + policy + " holds the whole input: " + entries + ")";
+    return "a policy that reads through the pot ({policy} " + policy + " holds the whole input: " + entries + ")";
   }
 };
 
@@ -62,14 +62,14 @@ class FullCache : public Reading {
     const int needed = whole_prompt(layout);
     const int capacity = r.ctx > 0 ? r.ctx : needed;
     if (needed > capacity)
-      throw std::invalid_argument("the prompt (" + str(needed - layout.answer) + " tokens) plus -n " +
-                                  str(layout.answer) + " needs " + str(needed) + " KV entries but --ctx is " +
-                                  str(capacity) + "; raise --ctx or shorten the input");
+      throw std::invalid_argument("the prompt (" + str(needed - layout.answer) + " tokens) plus {n_predict} " +
+                                  str(layout.answer) + " needs " + str(needed) + " KV entries but {ctx} is " +
+                                  str(capacity) + "; raise {ctx} or shorten the input");
     return {capacity, std::nullopt};
   }
   bool reads_a_stream() const override { return false; }
   std::string smaller_store(const std::string&, const std::string& entries) const override {
-    return "a smaller KV capacity (" + entries + "), or --pot N to read through a memory pot";
+    return "a smaller KV capacity (" + entries + "), or {pot} N to read through a memory pot";
   }
 };
 

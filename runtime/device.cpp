@@ -155,14 +155,14 @@ DeviceInfo select_device(const std::string& spec) {
   if (numeric) {
     size_t idx = spec.size() > 6 ? SIZE_MAX : std::stoul(spec);
     if (idx < devices.size()) return devices[idx];
-    throw DeviceError("--device " + spec + ": no device with that index; there are " +
+    throw DeviceError("{device} " + spec + ": no device with that index; there are " +
                       std::to_string(devices.size()) + ":" + describe());
   }
   for (const auto& d : devices)
     if (lower(d.name).find(lower(spec)) != std::string::npos ||
         lower(d.platform_name).find(lower(spec)) != std::string::npos)
       return d;
-  throw DeviceError("--device " + spec + ": no device name or platform matches; available:" + describe());
+  throw DeviceError("{device} " + spec + ": no device name or platform matches; available:" + describe());
 }
 
 }  // namespace infinipot::cl

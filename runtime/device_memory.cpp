@@ -130,7 +130,7 @@ void DeviceMemory::check_plan(const MemoryPlan& plan, const std::string& hint) c
   throw BudgetError("device memory budget " + format_bytes(accounts_->budget) + " is too small: this run needs " +
                         format_bytes(minimum) + " (" + plan.describe() +
                         (accounts_->used_total ? ", already allocated " + format_bytes(accounts_->used_total) : "") +
-                        "). Minimum that works: --device-mem " + std::to_string((minimum + (1 << 20) - 1) >> 20) +
+                        "). Minimum that works: {device_mem} " + std::to_string((minimum + (1 << 20) - 1) >> 20) +
                         "M" + (hint.empty() ? "" : "; or " + hint),
                     minimum);
 }
@@ -142,7 +142,7 @@ Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& lab
     p[cat] = bytes;
     throw BudgetError("device memory budget " + format_bytes(accounts_->budget) + " exceeded allocating " + label +
                           " (" + format_bytes(bytes) + " of " + category_name(cat) + ") with " +
-                          format_bytes(accounts_->used_total) + " already in use. Minimum that works: --device-mem " +
+                          format_bytes(accounts_->used_total) + " already in use. Minimum that works: {device_mem} " +
                           std::to_string((accounts_->used_total + bytes + (1 << 20) - 1) >> 20) + "M",
                       accounts_->used_total + bytes);
   }

@@ -179,7 +179,7 @@ void Forward::prepare_input(const ops::DeviceWeight& W, bool gemm) {
       input_round_ = want;
     } else if (want != input_round_) {
       // The input is rounded once, in place: weights wanting another format cannot share it.
-      throw std::invalid_argument(std::string("--round-activations: a ") + quant::traits(W.type).name +
+      throw std::invalid_argument(std::string("{round_activations}: a ") + quant::traits(W.type).name +
                                   " weight multiplies an input already rounded to " +
                                   ops::act_round_name(input_round_) + " for another weight of this model; the " +
                                   "emulation handles one input format per layer input (run without it)");

@@ -8,8 +8,8 @@
 namespace infinipot {
 
 Sampler::Sampler(const SamplerOptions& opts) : opts_(opts), rng_(opts.seed) {
-  if (!(opts.top_p > 0.0f)) throw std::invalid_argument("--top-p must be in (0, 1], got " + std::to_string(opts.top_p));
-  if (!std::isfinite(opts.temperature)) throw std::invalid_argument("--temp must be a finite number");
+  if (!(opts.top_p > 0.0f)) throw std::invalid_argument("{top_p} must be in (0, 1], got " + std::to_string(opts.top_p));
+  if (!std::isfinite(opts.temperature)) throw std::invalid_argument("{temp} must be a finite number");
 }
 
 TokenId Sampler::argmax(const std::vector<float>& logits) {

@@ -66,8 +66,17 @@ void Server::Impl::check_model(const std::string& model) const {
                    "The model '" + model + "' does not exist: this server serves '" + opt.model_id + "'", "model");
 }
 
+std::string words(const ServerOptions& opt, const std::string& message) {
+  SettingNames names = opt.setting_names;
+  names["n_predict"] = "max_tokens";
+  names["temp"] = "temperature";
+  names["top_p"] = "top_p";
+  names["system"] = "the system message";
+  return worded(message, names);
+}
+
 int Server::Impl::answer_tokens(const Sampling& s, int room) const {
-  if (room < 1) throw bad_request("the pot leaves no room for an answer: start the server with a larger --pot", "max_tokens");
+  if (room < 1) throw bad_request(words("the pot leaves no room for an answer: start the server with a larger {pot}"), "max_tokens");
   if (s.max_tokens == 0) return std::min({opt.default_max_tokens, opt.max_tokens, room});
   if (s.max_tokens > opt.max_tokens)
     throw bad_request("max_tokens " + std::to_string(s.max_tokens) + " is above this server's limit of " +
@@ -131,7 +140,7 @@ void Server::Impl::chat(const httplib::Request& req, httplib::Response& res) {
   try {
     check_chat_messages(r.messages);
   } catch (const std::invalid_argument& e) {
-    throw bad_request(e.what(), "messages");
+    throw bad_request(words(e.what()), "messages");
   }
   long long tokens = 0;  // the contents alone: the template's markup is small beside a limit
   for (const ChatMessage& m : r.messages) tokens += engine.tokenizer().encode(m.content, false, false).size();
@@ -288,14 +297,14 @@ void Server::Impl::models(httplib::Response& res, const std::string& id) {
 
 void Server::Impl::routes() {
   // Each handler's ApiError is its answer; anything else escaping is a 500 in the same shape.
-  auto handle = [](auto&& f) {
-    return [f](const httplib::Request& req, httplib::Response& res) {
+  auto handle = [this](auto&& f) {
+    return [this, f](const httplib::Request& req, httplib::Response& res) {
       try {
         f(req, res);
       } catch (const ApiError& e) {
         send_error(res, e);
       } catch (const std::exception& e) {
-        send_error(res, ApiError(500, "server_error", "internal_error", e.what()));
+        send_error(res, ApiError(500, "server_error", "internal_error", words(e.what())));
       }
     };
   };
@@ -340,12 +349,12 @@ void Server::Impl::routes() {
                                                                                        std::to_string(res.status) + ")"));
     return httplib::Server::HandlerResponse::Handled;
   }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";
     try {
       std::rethrow_exception(ep);
     } catch (const std::exception& e) {
-      what = e.what();
+      what = words(e.what());
     } catch (...) {
     }
     send_error(res, ApiError(500, "server_error", "internal_error", what));

@@ -4,6 +4,7 @@
 // Requests are checked on the HTTP threads, then run one at a time on the device's worker
 // (server/device_queue.h); conversations live in the memory pot (server/conversation_pool.h).
 #pragma once
+#include "model_loader/setting_names.h"
 #include <memory>
 #include <string>
 
@@ -27,6 +28,10 @@ struct ServerOptions {
   PoolOptions pool;
   PotChoice pot;                   // the pot every conversation, document and completion reads through
   int threads = 0;                 // HTTP threads (0: queue + 8)
+  // How errors name the settings lower layers name as {id} (model_loader/setting_names.h):
+  // the front-end's names for the server's own settings (--pot); a request's fields
+  // (max_tokens, temperature, top_p, the system message) are named by the server.
+  SettingNames setting_names;
 };
 
 class Server {

@@ -35,12 +35,16 @@ struct AnswerJob {
   long long created = 0;
 };
 
+// An error's message in this server's words (its settings, the request's fields).
+std::string words(const ServerOptions& opt, const std::string& message);
+
 struct Server::Impl {
   Impl(Engine& engine, ServerOptions options);
 
   Engine& engine;
   ServerOptions opt;
   PotPlan plan;
+  std::string words(const std::string& message) const { return server::words(opt, message); }
   int chat_room = 0;        // the most answer tokens a chat turn has room for
   int completion_room = 0;  // the same for a completion
   httplib::Server http;

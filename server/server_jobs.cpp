@@ -17,20 +17,20 @@ namespace {
 
 // Runs a job's body; every error ends the request with its status and OpenAI's error shape.
 template <typename F>
-void guarded(Channel& ch, F&& body) {
+void guarded(const ServerOptions& opt, Channel& ch, F&& body) {
   auto fail = [&](const ApiError& e) { ch.send({Event::Failed, "", e.body(), e.status}); };
   try {
     body();
   } catch (const ApiError& e) {
     fail(e);
   } catch (const std::invalid_argument& e) {
-    fail(bad_request(e.what()));
+    fail(bad_request(words(opt, e.what())));
   } catch (const ChatTemplateError& e) {
-    fail(bad_request(e.what()));
+    fail(bad_request(words(opt, e.what())));
   } catch (const cl::BudgetError& e) {
-    fail(ApiError(503, "server_error", "device_memory", std::string("the device's memory cannot hold this: ") + e.what()));
+    fail(ApiError(503, "server_error", "device_memory", words(opt, std::string("the device's memory cannot hold this: ") + e.what())));
   } catch (const std::exception& e) {
-    fail(ApiError(500, "server_error", "internal_error", e.what()));
+    fail(ApiError(500, "server_error", "internal_error", words(opt, e.what())));
   }
 }
 
@@ -71,7 +71,7 @@ json usage(int prompt_tokens, int completion_tokens, int cached) {
 
 void Server::Impl::run_chat(const AnswerJob& job, const ChatRequest& r, std::shared_ptr<Document> doc) {
   Channel& ch = *job.channel;
-  guarded(ch, [&] {
+  guarded(opt, ch, [&] {
     if (ch.cancelled()) throw ApiError(499, "invalid_request_error", "client_closed", "the client went away");
     ConversationPool::Match m = pool.find(r.messages, r.document, doc ? doc->pot : nullptr);
     if (!m.conversation->active(engine)) pool.park_active();
@@ -116,7 +116,7 @@ void Server::Impl::run_chat(const AnswerJob& job, const ChatRequest& r, std::sha
 
 void Server::Impl::run_completion(const AnswerJob& job, const CompletionRequest& r) {
   Channel& ch = *job.channel;
-  guarded(ch, [&] {
+  guarded(opt, ch, [&] {
     if (ch.cancelled()) throw ApiError(499, "invalid_request_error", "client_closed", "the client went away");
     pool.park_active();
     // The prompt as it is (no chat template), read through a fresh pot; its last token opens
@@ -154,7 +154,7 @@ void Server::Impl::run_completion(const AnswerJob& job, const CompletionRequest&
 }
 
 void Server::Impl::run_document(const std::shared_ptr<Channel>& ch, const DocumentRequest& d) {
-  guarded(*ch, [&] {
+  guarded(opt, *ch, [&] {
     if (ch->cancelled()) throw ApiError(499, "invalid_request_error", "client_closed", "the client went away");
     pool.park_active();
     const auto t0 = std::chrono::steady_clock::now();

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -54,6 +55,22 @@ void require_utf8(const std::string& s, const std::string& what) {
   }
 }
 
+const SettingNames& setting_names() {
+  static const SettingNames names = [] {
+    SettingNames n;
+    for (const std::string& id : setting_ids()) {
+      std::string flag = "--" + id;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      n[id] = flag;
+    }
+    n["n_predict"] = "-n";
+    return n;
+  }();
+  return names;
+}
+
+std::string worded(const std::exception& e) { return infinipot::worded(e.what(), setting_names()); }
+
 CLI::Validator byte_size_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
@@ -61,7 +78,7 @@ CLI::Validator byte_size_validator() {
           cl::parse_byte_size(s);
           return "";
         } catch (const std::exception& e) {
-          return e.what();
+          return worded(e);
         }
       },
       "SIZE", "byte size");

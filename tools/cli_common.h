@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/engine.h"
+#include "model_loader/setting_names.h"
 
 namespace infinipot::cli {
 
@@ -24,6 +25,11 @@ EngineOptions engine_options(const std::string& model, const std::string& device
                              int chunk, const std::string& kv_type);
 // CLI11 validator for --device-mem sizes ("256M", "1.5G").
 CLI::Validator byte_size_validator();
+
+// The CLI's names for the settings lower layers name as {id} (model_loader/setting_names.h).
+const SettingNames& setting_names();
+// An error's message in the CLI's words (--pot, -n, --device-mem).
+std::string worded(const std::exception& e);
 
 void add_devices_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);

@@ -136,7 +136,7 @@ nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Docum
     try {
       a = answer(engine, doc.text, nih::kQuestion, ao);
     } catch (const cl::BudgetError& e) {
-      row["error"] = std::string("does not fit: ") + e.what();
+      row["error"] = std::string("does not fit: ") + worded(e);
       row["min_device_mem"] = e.minimum_bytes();
       return row;
     }
@@ -332,13 +332,13 @@ void bench(const BenchOpts& o) {
     caps = parse_caps(o.caps);
     policies = nih::parse_names(o.policies, "--policy");
   } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
+    throw CLI::ValidationError(worded(e));
   }
   for (const auto& p : policies) {
     try {
       (void)find_policy(p);
     } catch (const std::invalid_argument& e) {
-      throw CLI::ValidationError(std::string("--policy: ") + e.what());
+      throw CLI::ValidationError(std::string("--policy: ") + worded(e));
     }
   }
   if (!o.llama_resume.empty() && o.llama_tool != "llama-completion")
@@ -429,7 +429,7 @@ void bench(const BenchOpts& o) {
             l = run_llama_completion_staged(o.llama_dir, o.model, prompt, ctx, o.n_predict, threads, state, stages,
                                             [&](const std::string& s) { progress.status(s); });
           } catch (const std::invalid_argument& e) {
-            throw CLI::ValidationError(e.what());
+            throw CLI::ValidationError(worded(e));
           }
         }
       } else {

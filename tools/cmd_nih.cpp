@@ -138,7 +138,7 @@ void nih_command(const NihOpts& o) {
                                     " (add one with --haystack NAME=FILE)");
       }
   } catch (const std::invalid_argument& e) {
-    throw CLI::ValidationError(e.what());
+    throw CLI::ValidationError(worded(e));
   }
 
   // Haystack texts: a file that cannot be used is an input error (exit 1), found before the model loads.
@@ -329,11 +329,11 @@ void nih_command(const NihOpts& o) {
         // A trial that could not run: an error record, which a later run tries again.
         auto record_error = [&](const char* kind, const std::exception& e) {
           ++errors;
-          r["error"] = std::string(kind) + ": " + e.what();
+          r["error"] = std::string(kind) + ": " + worded(e);
           if (first_error.empty()) first_error = r["error"].get<std::string>();
           r["wall_s"] = wall();
           if (!device_name.empty()) r["device"] = device_name;
-          outcome = std::string("error: ") + e.what();
+          outcome = std::string("error: ") + worded(e);
         };
         // Where the trial starts: a shared prefix (forks) or its own pot saved by a run that
         // stopped in it (--checkpoint-dir), whichever has read further. A saved pot is named

@@ -38,7 +38,7 @@ void add_policies_command(CLI::App& app) {
           if (p.requires_setting(s.setting)) needs.push_back(s.key);
         }
         out["policies"].push_back({{"name", p.name}, {"reading", p.reading->name()}, {"settings", reads},
-                                   {"required", needs}, {"summary", p.summary}});
+                                   {"required", needs}, {"summary", infinipot::worded(p.summary, setting_names())}});
       }
       for (const auto& s : settings()) out["settings"].push_back({{"key", s.key}, {"doc", s.doc}});
       std::cout << out.dump(2) << std::endl;
@@ -47,7 +47,7 @@ void add_policies_command(CLI::App& app) {
     if (*markdown) {
       std::cout << "| policy | reads the input | settings it reads | what it does |\n|---|---|---|---|\n";
       for (const auto& p : policies())
-        std::cout << "| `" << p.name << "` | " << p.reading->name() << " | " << keys_of(p, false) << " | " << p.summary
+        std::cout << "| `" << p.name << "` | " << p.reading->name() << " | " << keys_of(p, false) << " | " << infinipot::worded(p.summary, setting_names())
                   << " |\n";
       std::cout << "\n| setting | what it sets |\n|---|---|\n";
       for (const auto& s : settings()) std::cout << "| `" << s.key << "` | " << s.doc << " |\n";
@@ -56,7 +56,7 @@ void add_policies_command(CLI::App& app) {
     for (const auto& p : policies()) {
       const std::string required = keys_of(p, true);
       std::printf("%-10s %s; reads: %s%s\n           %s\n", p.name, p.reading->name(), keys_of(p, false).c_str(),
-                  required.empty() ? "" : ("; needs: " + required).c_str(), p.summary);
+                  required.empty() ? "" : ("; needs: " + required).c_str(), infinipot::worded(p.summary, setting_names()).c_str());
     }
   });
 }

@@ -65,7 +65,7 @@ void check_policy_flags(const RunOpts& o, const PolicyInfo& info) {
     throw CLI::ValidationError("--policy " + std::string(info.name) + " reads through a memory pot: give --pot N (its KV entries)");
   for (const SettingFlag& f : flags)
     if (f.given && !info.accepts(f.setting))
-      throw CLI::ValidationError(std::string(f.flag) + " does not apply to --policy " + info.name + " (" + info.summary +
+      throw CLI::ValidationError(std::string(f.flag) + " does not apply to --policy " + info.name + " (" + infinipot::worded(info.summary, setting_names()) +
                                  "): drop it or choose another policy");
 }
 

@@ -72,6 +72,7 @@ void run_serve(const ServeFlags& f) {
   Engine engine(engine_options(f.pot.model, f.pot.device, f.pot.device_mem, f.pot.chunk, f.pot.kv_type));
   server::ServerOptions o = f.s;
   o.pot = pot_choice(f.pot);
+  o.setting_names = setting_names();
   o.max_body = static_cast<size_t>(cl::parse_byte_size(f.max_body));
   o.model_id = !f.alias.empty() ? f.alias : std::filesystem::path(f.pot.model).stem().string();
   server::Server srv(engine, o);

@@ -73,7 +73,7 @@ Timing measure(const TuneOpts& o, const nlohmann::json& overrides) {
       t.decode_s = std::min(t.decode_s, x.decode_s);
     }
   } catch (const std::exception& e) {
-    t.error = e.what();
+    t.error = worded(e);
   }
   return t;
 }
@@ -146,7 +146,7 @@ double clblast_gflops(const TuneOpts& o, const nlohmann::json& xgemm, std::strin
       if (r["backend"] == "clblast") sum += r["gflops"].get<double>(), ++n;
     return n ? sum / n : -1;
   } catch (const std::exception& e) {
-    error = e.what();
+    error = worded(e);
     return -1;
   }
 }

@@ -44,10 +44,10 @@ int main(int argc, char** argv) {
     // --help prints and succeeds; every usage error exits 2 (documented in README).
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const infinipot::cl::BudgetError& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    std::fprintf(stderr, "\nerror: %s\n", infinipot::cli::worded(e).c_str());
     return 3;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    std::fprintf(stderr, "\nerror: %s\n", infinipot::cli::worded(e).c_str());
     return 1;
   }
   infinipot::cl::profile_report();

@@ -36,7 +36,7 @@ const Task* task_or_null(const std::string& name) {
 
 const Task& find_task(const std::string& name) {
   if (const Task* t = task_or_null(name)) return *t;
-  throw std::invalid_argument("--task must be one of " + task_names() + "; got '" + name + "'");
+  throw std::invalid_argument("{task} must be one of " + task_names() + "; got '" + name + "'");
 }
 
 }  // namespace infinipot::nih

@@ -154,7 +154,7 @@ TEST(Conversation, ADocumentReadOnceAnswersManyQuestions) {
   EXPECT_THROW(other.reply(*e, {{"system", "Another."}, {"user", "Who?"}}, greedy(2)), std::invalid_argument);
 }
 
-// A turn that cannot fit is refused before any device work, naming max_tokens.
+// A turn that cannot fit is refused before any device work, naming {n_predict} (the server words it max_tokens).
 TEST(Conversation, AnAnswerTooLongForThePotIsRefused) {
   auto e = chat_engine(160);
   Conversation c;
@@ -169,7 +169,7 @@ TEST(Conversation, AnAnswerTooLongForThePotIsRefused) {
     c.reply(*e, msgs, greedy(room + 1));
     ADD_FAILURE() << "accepted";
   } catch (const std::invalid_argument& ex) {
-    EXPECT_NE(std::string(ex.what()).find("max_tokens"), std::string::npos) << ex.what();
+    EXPECT_NE(std::string(ex.what()).find("{n_predict}"), std::string::npos) << ex.what();
   }
   EXPECT_FALSE(c.active(*e));
   // A user message longer than the pot's free half is read through the pot like a document.

@@ -92,7 +92,7 @@ TEST(NihDocuments, NeedleSentencesPutTheKeyInEverySlot) {
       check_needle(bad);
       ADD_FAILURE() << "accepted";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("--needle"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("{needle}"), std::string::npos) << e.what();
     }
   }
 }

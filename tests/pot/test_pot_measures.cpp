@@ -325,7 +325,7 @@ TEST_P(PotBudget, BudgetCoversScoringBuffersAndTheMinimumWorks) {
       ADD_FAILURE() << "a 16 KiB budget held the tiny model";
     } catch (const cl::BudgetError& err) {
       const std::string msg = err.what();
-      EXPECT_NE(msg.find("--device-mem"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("{device_mem}"), std::string::npos) << msg;
       if (with_pot) EXPECT_NE(msg.find("pot_scoring"), std::string::npos) << msg;
       return err.minimum_bytes();
     }

@@ -605,7 +605,7 @@ TEST(PotResolve, PotTooSmallForPrefixAndCatalyst) {
   const std::string msg = refusal(pot(16), {10, 5, 1000, 1});  // needs 10 + 5 + 2 = 17
   EXPECT_TRUE(has(msg, "chat prefix")) << msg;
   EXPECT_TRUE(has(msg, "catalyst prompt")) << msg;
-  EXPECT_TRUE(has(msg, "--pot 17")) << msg;
+  EXPECT_TRUE(has(msg, "{pot} 17")) << msg;
   EXPECT_EQ(MemoryPot::resolve(pot(17), {10, 5, 1000, 1}).keep, 11);  // the smallest that works
   EXPECT_FALSE(refusal(pot(0), {0, 0, 10, 1}).empty());
   EXPECT_FALSE(refusal(pot(-5), {0, 0, 10, 1}).empty());
@@ -614,25 +614,25 @@ TEST(PotResolve, PotTooSmallForPrefixAndCatalyst) {
 TEST(PotResolve, KeepMustLeaveRoomBothWays) {
   const PotLayout L{10, 5, 1000, 10};
   std::string msg = refusal(pot(100, 100), L);
-  EXPECT_TRUE(has(msg, "must be below --pot 100")) << msg;
-  EXPECT_TRUE(has(refusal(pot(100, 150), L), "must be below --pot")) << "keep above capacity";
+  EXPECT_TRUE(has(msg, "must be below {pot} 100")) << msg;
+  EXPECT_TRUE(has(refusal(pot(100, 150), L), "must be below {pot}")) << "keep above capacity";
   msg = refusal(pot(100, 10), L);  // keep == pinned
-  EXPECT_TRUE(has(msg, "--keep 10")) << msg;
-  EXPECT_TRUE(has(msg, "--keep 11")) << msg;
+  EXPECT_TRUE(has(msg, "{keep} 10")) << msg;
+  EXPECT_TRUE(has(msg, "{keep} 11")) << msg;
   EXPECT_FALSE(refusal(pot(100, 5), L).empty());  // keep < pinned
   EXPECT_EQ(MemoryPot::resolve(pot(100, 11), L).keep, 11);
   // keep + catalyst must stay below capacity: 70 + 30 = 100 does not, 69 + 30 does.
   const PotLayout big_catalyst{10, 30, 1000, 10};
   msg = refusal(pot(100, 70), big_catalyst);
   EXPECT_TRUE(has(msg, "catalyst")) << msg;
-  EXPECT_TRUE(has(msg, "--keep 69")) << msg;
+  EXPECT_TRUE(has(msg, "{keep} 69")) << msg;
   EXPECT_EQ(MemoryPot::resolve(pot(100, 69), big_catalyst).keep, 69);
 }
 
 TEST(PotResolve, FinalPartMustFitAfterDistilling) {
   // keep 50 + final 51 > 100 when the body overflows the pot.
   const std::string msg = refusal(pot(100, 50), {10, 5, 1000, 51});
-  EXPECT_TRUE(has(msg, "--pot 100")) << msg;
+  EXPECT_TRUE(has(msg, "{pot} 100")) << msg;
   EXPECT_TRUE(has(msg, "101")) << msg;  // the pot that would hold it
   EXPECT_EQ(MemoryPot::resolve(pot(100, 50), {10, 5, 1000, 50}).keep, 50);
   // A prompt that fits whole never distills: a large final part is fine then
@@ -645,7 +645,7 @@ TEST(PotResolve, NucRatioMustLieInZeroOne) {
   const PotLayout L{10, 5, 1000, 10};
   for (float bad : {-0.01f, 1.01f, kNaN, kInf}) {
     const std::string msg = refusal(pot(100, 0, bad), L);
-    EXPECT_TRUE(has(msg, "--nuc-ratio")) << bad << ": " << msg;
+    EXPECT_TRUE(has(msg, "{nuc_ratio}")) << bad << ": " << msg;
   }
   EXPECT_NO_THROW(MemoryPot::resolve(pot(100, 0, 0.0f), L));
   EXPECT_NO_THROW(MemoryPot::resolve(pot(100, 0, 1.0f), L));
@@ -661,15 +661,15 @@ TEST(PotResolve, UsesThePolicysPinnedCount) {
   EXPECT_TRUE(has(refusal(pot(40, 6, 0.5f, "truncate"), L), "pins 10 entries"));
   std::string msg = refusal(pot(40, 4, 0.5f, "streaming"), L);  // keep == the 4 sinks
   EXPECT_TRUE(has(msg, "pins 4 entries")) << msg;
-  EXPECT_TRUE(has(msg, "--keep 5")) << msg;
+  EXPECT_TRUE(has(msg, "{keep} 5")) << msg;
   EXPECT_EQ(MemoryPot::resolve(pot(40, 1, 0.5f, "swa"), L).keep, 1);  // swa pins nothing
   // The smallest pot: pinned + catalyst + 2.
   msg = refusal(pot(5, 0, 0.5f, "streaming"), L1);
   EXPECT_TRUE(has(msg, "chat prefix (4 tokens)")) << msg;
-  EXPECT_TRUE(has(msg, "--pot 6")) << msg;
+  EXPECT_TRUE(has(msg, "{pot} 6")) << msg;
   EXPECT_EQ(MemoryPot::resolve(pot(6, 0, 0.5f, "streaming"), L1).keep, 5);
   EXPECT_EQ(MemoryPot::resolve(pot(2, 0, 0.5f, "swa"), L1).keep, 1);
-  EXPECT_TRUE(has(refusal(pot(11, 0, 0.5f, "h2o"), L1), "--pot 12"));
+  EXPECT_TRUE(has(refusal(pot(11, 0, 0.5f, "h2o"), L1), "{pot} 12"));
   // Default keep: half the pot, clamped above what the policy pins.
   EXPECT_EQ(MemoryPot::resolve(pot(8, 0, 0.5f, "streaming"), L1).keep, 5);
   EXPECT_EQ(MemoryPot::resolve(pot(8, 0, 0.5f, "swa"), L1).keep, 4);
@@ -693,7 +693,7 @@ TEST(PotResolve, UnknownPolicyThrowsNamingTheKnownOnes) {
 
 TEST(PotResolve, FullKeepsNoPot) {
   const std::string msg = refusal(pot(100, 0, 0.5f, "full"), {10, 5, 1000, 10});
-  EXPECT_TRUE(has(msg, "--policy full")) << msg;
+  EXPECT_TRUE(has(msg, "{policy} full")) << msg;
   EXPECT_TRUE(has(msg, "no pot")) << msg;
   EXPECT_THROW(MemoryPot::needs_of(pot(100, 0, 0.5f, "full")), std::invalid_argument);
   EXPECT_THROW(MemoryPot::pinned_of(pot(100, 0, 0.5f, "full"), 10), std::invalid_argument);

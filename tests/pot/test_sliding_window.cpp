@@ -423,7 +423,7 @@ TEST(SlidingWindow, SaveAndLoadThroughAnswerAndEveryRefusal) {
   ASSERT_GT(snap.window_size, kWindow + 1);
   const std::string msg = refusal(*make_gemma(1), l);
   EXPECT_NE(msg.find("sliding-window store holds " + std::to_string(snap.window_size)), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--chunk 32"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("{chunk} 32"), std::string::npos) << msg;
 }
 
 // A catalyst prompt longer than one prefill chunk cannot run on a model with sliding-window
@@ -439,7 +439,7 @@ TEST(SlidingWindow, CatalystLongerThanAChunkIsRefusedBeforeAnyDeviceWork) {
   o.pot = pot_options(96, 0, "infinipot");
   o.n_predict = 4;
   const std::string want = "the catalyst prompt (" + std::to_string(catalyst) + " tokens) is longer than the prefill "
-                           "chunk (8), which a model with sliding-window layers needs; use --chunk " +
+                           "chunk (8), which a model with sliding-window layers needs; use {chunk} " +
                            std::to_string(catalyst) + " or more";
   try {
     answer(*e, document(20), kQuestion, o);

@@ -51,7 +51,7 @@ TEST_F(DeviceMemoryTest, PlanOverBudgetListsNeedPerCategoryAndMinimum) {
     EXPECT_TRUE(contains(msg, "weights 6.0 MiB"));
     EXPECT_TRUE(contains(msg, "kv_cache 3.0 MiB"));
     EXPECT_TRUE(contains(msg, "activations 2.0 MiB"));
-    EXPECT_TRUE(contains(msg, "--device-mem 12M")) << "11 MiB + 1 byte rounds up to 12M";
+    EXPECT_TRUE(contains(msg, "{device_mem} 12M")) << "11 MiB + 1 byte rounds up to 12M";
     EXPECT_TRUE(contains(msg, "a smaller --ctx-size"));
     EXPECT_EQ(e.minimum_bytes(), 11 * kMiB + 1);
   }
@@ -82,7 +82,7 @@ TEST_F(DeviceMemoryTest, AllocOverBudgetIsRefusedAndAllocatesNothing) {
     const std::string msg = e.what();
     EXPECT_TRUE(contains(msg, "gemm panels"));
     EXPECT_TRUE(contains(msg, "2.0 MiB of gemm"));
-    EXPECT_TRUE(contains(msg, "--device-mem 5M"));
+    EXPECT_TRUE(contains(msg, "{device_mem} 5M"));
     EXPECT_EQ(e.minimum_bytes(), 5 * kMiB);
   }
   EXPECT_EQ(mem.used_total(), 3 * kMiB);
