@@ -238,7 +238,5 @@ enum class ActRound { None, Q8_0, Q8_K, F16 };
 ActRound act_round_for(gguf::TensorType weight);  // the input format llama.cpp pairs with it
 const char* act_round_name(ActRound kind);
 void round_activations(Context& c, Buffer& x, int n_rows, int k, ActRound kind);
-// Host reference of the same rounding, for the kernel's test.
-void round_activations_reference(std::vector<float>& x, int k, ActRound kind);
 
 }  // namespace infinipot::ops

@@ -1,4 +1,5 @@
-// Launcher and host reference of act_round.cl (--round-activations).
+// Launcher of act_round.cl (the forward pass's round_activations option; its host reference
+// is tests/support/cpu_ref.cpp's).
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -12,8 +13,6 @@ namespace infinipot::ops {
 namespace {
 
 int block_of(ActRound kind) { return kind == ActRound::Q8_K ? 256 : kind == ActRound::Q8_0 ? 32 : 1; }
-
-float half_round(float v) { return quant::fp16_to_fp32(quant::fp32_to_fp16(v)); }
 
 }  // namespace
 
@@ -57,35 +56,6 @@ void round_activations(Context& c, Buffer& x, int n_rows, int k, ActRound kind) 
            "-DKIND=" + std::to_string(kind_id) + " -DBLOCK=" + std::to_string(block) + c.exact_divide_option())
       .args(x, k, n_rows)
       .launch(c.queue(), {size_t(k / block), size_t(n_rows)});
-}
-
-void round_activations_reference(std::vector<float>& x, int k, ActRound kind) {
-  if (kind == ActRound::None) return;
-  const int block = block_of(kind);
-  if (k % block != 0 || x.size() % k != 0)
-    throw std::invalid_argument("round_activations_reference: rows of " + std::to_string(k) +
-                                " are not whole blocks of " + std::to_string(block));
-  for (size_t b0 = 0; b0 < x.size(); b0 += block) {
-    float* p = x.data() + b0;
-    if (kind == ActRound::F16) {
-      p[0] = half_round(p[0]);
-      continue;
-    }
-    float amax = 0.f, m = 0.f;
-    for (int j = 0; j < block; ++j)
-      if (std::fabs(p[j]) > amax) amax = std::fabs(p[j]), m = p[j];
-    if (amax == 0.f) {
-      for (int j = 0; j < block; ++j) p[j] = 0.f;
-      continue;
-    }
-    if (kind == ActRound::Q8_0) {
-      const float id = 127.f / amax, d = half_round(amax / 127.f);
-      for (int j = 0; j < block; ++j) p[j] = std::nearbyint(p[j] * id) * d;
-    } else {
-      const float iscale = -127.f / m, d = 1.f / iscale;
-      for (int j = 0; j < block; ++j) p[j] = std::fmin(127.f, std::nearbyint(iscale * p[j])) * d;
-    }
-  }
 }
 
 }  // namespace infinipot::ops

@@ -71,12 +71,12 @@ FACTS = [
     ("The ferryman's cat was called {v}.",
      "What was the ferryman's cat called? Answer with the name only.",
      ["Mackerel", "Nutmeg", "Pudding", "Sixpence", "Barnaby"]),
-    ("The telescope at the observatory on Gull Point had a lens {v} millimetres wide.",
-     "How many millimetres wide was the lens of the telescope at the observatory on Gull Point? "
-     "Answer with the number only.", "num:100:999"),
+    ("The telescope of the observatory on Gull Point was kept in crate number {v}.",
+     "In which crate number was the telescope of the observatory on Gull Point kept? "
+     "Answer with the number only.", "num:1000:9999"),
     ("The apothecary kept exactly {v} jars of honey in her cellar.",
      "How many jars of honey did the apothecary keep in her cellar? Answer with the number only.",
-     "num:20:99"),
+     "num:1000:9999"),
     ("The town's first postmistress was born in {v}.",
      "Where was the town's first postmistress born? Answer with the city only.",
      ["Trondheim", "Genoa", "Marseille", "Dubrovnik", "Rotterdam"]),
@@ -104,7 +104,9 @@ def build_document(years, k, seed):
                 v = str(int(lo) + int(rng.random() * (int(hi) - int(lo) + 1)))
             else:
                 v = values[int(rng.random() * len(values))]
-            if v not in base and all(v != f["expected"] for f in facts):
+            # unique: the doc writes numbers from 1,000 up with commas, so 4-5 digits never clash
+            if not re.search(r"(?<![\w,])" + re.escape(v) + r"(?![\w,])", base) and \
+                    all(v != f["expected"] for f in facts):
                 break
         depth = (i + 0.15 + 0.7 * rng.random()) / k
         facts.append({"statement": statement.format(v=v), "question": question, "expected": v,

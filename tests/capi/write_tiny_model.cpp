@@ -1,8 +1,8 @@
-// Writes the tiny random-weight model (model_loader/tiny_model.h) the C API test reads:
+// Writes the tiny random-weight model (tests/kit/tiny_model.h) the C API test reads:
 // write_tiny_model OUT.gguf
 #include <cstdio>
 
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

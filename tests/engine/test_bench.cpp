@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
 

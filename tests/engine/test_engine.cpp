@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {
@@ -98,7 +98,7 @@ TEST(Engine, BudgetRefusalNamesAnHonestMinimum) {
     FAIL() << "a 64 MiB budget cannot hold 92 MiB of weights";
   } catch (const cl::BudgetError& e) {
     const std::string msg = e.what();
-    for (const char* word : {"weights", "kv_cache", "activations", "--device-mem"})
+    for (const char* word : {"weights", "kv_cache", "activations", "{device_mem}"})
       EXPECT_NE(msg.find(word), std::string::npos) << msg;
     minimum = e.minimum_bytes();
   }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "model_loader/gguf.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "model_loader/tokenizer.h"
 #include "model_loader/unicode_utf8.h"
 

@@ -81,7 +81,7 @@ TEST(ChatTemplate, NoTemplateAndNoImStartIsCompletionMode) {
   const ChatTemplate ct = ChatTemplate::from_template(std::nullopt, false);
   EXPECT_TRUE(ct.completion());
   EXPECT_EQ(ct.family(), "none");
-  EXPECT_NE(what_of([&] { ct.render({{"user", "x"}}, true); }).find("plain text (--raw)"), std::string::npos);
+  EXPECT_NE(what_of([&] { ct.render({{"user", "x"}}, true); }).find("plain text ({raw})"), std::string::npos);
   EXPECT_FALSE(ChatTemplate::from_template(std::nullopt, true).completion());
 }
 

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "model_loader/gguf.h"
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 #include "model_loader/quant.h"
 #include "tests/support/gguf_test_util.h"
 

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "model_loader/gguf.h"
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {

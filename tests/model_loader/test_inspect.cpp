@@ -7,10 +7,10 @@
 #include <functional>
 
 #include "model_loader/gguf.h"
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 #include "model_loader/inspect.h"
 #include "model_loader/runnable.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
 

@@ -13,7 +13,7 @@
 #include "model_loader/model_config.h"
 #include "model_loader/quant.h"
 #include "model_loader/runnable.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "tests/support/gguf_test_util.h"
 
 namespace infinipot {

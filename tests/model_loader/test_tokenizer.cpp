@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "model_loader/bpe.h"
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 #include "model_loader/pretokenizer.h"
 #include "model_loader/tokenizer.h"
 #include "model_loader/unicode_utf8.h"

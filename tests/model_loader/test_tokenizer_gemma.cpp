@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 #include "model_loader/spm.h"
 #include "model_loader/tokenizer.h"
 #include "model_loader/unicode_utf8.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "pot/policy_registry.h"
 #include "runtime/device_memory.h"
 #include "tests/support/gguf_test_util.h"

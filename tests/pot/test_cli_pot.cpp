@@ -224,8 +224,8 @@ TEST_F(CliPot, AFlagThePolicyDoesNotReadIsAUsageErrorNamingThePolicy) {
         EXPECT_EQ(r.err.find("does not apply"), std::string::npos) << r.describe();
         ++accepted;
       } else {
-        EXPECT_TRUE(fails_cleanly(r, {std::string(f.named) + " does not apply to --policy " + name, info.summary}, 2,
-                                  kQuick));
+        EXPECT_TRUE(fails_cleanly(
+            r, {std::string(f.named) + " does not apply to --policy " + name, test::cli_words(info.summary)}, 2, kQuick));
         ++refused;
       }
     }

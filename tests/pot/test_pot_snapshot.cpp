@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "pot/pot_snapshot.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"
 

@@ -1,5 +1,5 @@
 // --round-activations (act_round.cl): the device rounding against its host reference
-// (ops::round_activations_reference), and the properties the reference itself must have:
+// (ref::round_activations in tests/support/cpu_ref.cpp), and the properties the reference itself must have:
 // every value a whole number of its block's step, at most 127 steps, within half a step (plus
 // the half-precision rounding of Q8_0's step) of the input; ties to even; zero blocks stay zero.
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cl_error.h"
+#include "tests/support/cpu_ref.h"
 #include "tests/runtime/kernel_fixture.h"
 
 namespace infinipot {
@@ -17,6 +18,7 @@ using ops::ActRound;
 using testing_support::random_floats;
 
 int block_of(ActRound k) { return k == ActRound::Q8_K ? 256 : k == ActRound::Q8_0 ? 32 : 1; }
+void reference(std::vector<float>& x, int k, ActRound kind) { ref::round_activations(x, k, block_of(kind)); }
 
 // Rows with a zero block, a block with one huge value among tiny ones, and negative maxima
 // (Q8_K's scale takes the sign of the largest-magnitude element).
@@ -42,7 +44,7 @@ TEST_F(ActRoundKernel, MatchesTheHostReference) {
       for (int rows : {1, 3, 7}) {
         std::vector<float> x = test_input(rows, k, 11u * k + rows);
         std::vector<float> ref = x;
-        ops::round_activations_reference(ref, k, kind);
+        reference(ref, k, kind);
         cl::Buffer buf = upload(x);
         ops::round_activations(ctx(), buf, rows, k, kind);
         const std::vector<float> got = download(buf, x.size());
@@ -59,7 +61,7 @@ TEST(ActRoundReference, ValuesAreWholeStepsWithinHalfAStepOfTheInput) {
   for (ActRound kind : {ActRound::Q8_0, ActRound::Q8_K}) {
     const int B = block_of(kind), k = 1024;
     std::vector<float> x = test_input(2, k, 5), r = x;
-    ops::round_activations_reference(r, k, kind);
+    reference(r, k, kind);
     for (size_t b0 = 0; b0 < x.size(); b0 += B) {
       float amax = 0.f;
       for (int j = 0; j < B; ++j) amax = std::max(amax, std::fabs(x[b0 + j]));
@@ -90,7 +92,7 @@ TEST(ActRoundReference, TiesRoundToEven) {
   // A Q8_K block whose largest magnitude is -127: iscale = 1, so x itself is rounded.
   std::vector<float> x(256, 0.f);
   x[0] = -127.f, x[1] = 2.5f, x[2] = -3.5f, x[3] = 0.5f, x[4] = 1.25f;
-  ops::round_activations_reference(x, 256, ActRound::Q8_K);
+  reference(x, 256, ActRound::Q8_K);
   EXPECT_EQ(x[0], -127.f);
   EXPECT_EQ(x[1], 2.f);
   EXPECT_EQ(x[2], -4.f);
@@ -98,7 +100,7 @@ TEST(ActRoundReference, TiesRoundToEven) {
   EXPECT_EQ(x[4], 1.f);
   // F16: 1 + 2^-11 lies halfway between 1 and the next half (1 + 2^-10): to 1 (even).
   std::vector<float> h = {1.f + std::ldexp(1.f, -11), 1.f + 3 * std::ldexp(1.f, -11)};
-  ops::round_activations_reference(h, 1, ActRound::F16);
+  reference(h, 1, ActRound::F16);
   EXPECT_EQ(h[0], 1.f);
   EXPECT_EQ(h[1], 1.f + std::ldexp(1.f, -9));
 }

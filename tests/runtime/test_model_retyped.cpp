@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "model_loader/gguf.h"
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 #include "model_loader/quant.h"
 #include "tests/support/cli_process.h"
 #include "tests/support/gguf_test_util.h"

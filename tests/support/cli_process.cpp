@@ -1,11 +1,14 @@
 #include "tests/support/cli_process.h"
 
+#include "model_loader/setting_names.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -219,6 +222,17 @@ std::string device_mem_in(const std::string& text) {
   static const std::regex re("--device-mem ([0-9]+(\\.[0-9]+)?[KMG])");
   std::smatch m;
   return std::regex_search(text, m, re) ? m[1].str() : "";
+}
+
+std::string cli_words(const std::string& text) {
+  SettingNames names;
+  for (const std::string& id : setting_ids()) {
+    std::string flag = "--" + id;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    names[id] = flag;
+  }
+  names["n_predict"] = "-n";
+  return worded(text, names);
 }
 
 }  // namespace infinipot::test

@@ -69,4 +69,8 @@ inline std::string infinipot_build_id() {
 }
 #endif
 
+// A text from a lower layer as the CLI prints it: setting ids as flags ({nuc_ratio} ->
+// --nuc-ratio, {n_predict} -> -n), as tools/cli_common.cpp words them.
+std::string cli_words(const std::string& text);
+
 }  // namespace infinipot::test

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace infinipot::ref {
 namespace {
@@ -302,6 +303,42 @@ std::vector<CrossEntropyRow> cross_entropy(const float* logits, int n, int vocab
     }
   }
   return rows;
+}
+
+// act_round.cl's rule (ops::round_activations): each block of `block` values of a row of k
+// quantized to 8 bits and back as llama.cpp's CPU backend rounds a product's input (Q8_0:
+// blocks of 32 with an f16 scale; Q8_K: 256, float scale), or each value through f16 (1).
+namespace {
+float half_round_act(float v) { return quant::fp16_to_fp32(quant::fp32_to_fp16(v)); }
+}  // namespace
+
+void round_activations(std::vector<float>& x, int k, int block) {
+  if (block != 1 && block != 32 && block != 256)
+    throw std::invalid_argument("ref::round_activations: block must be 1 (f16), 32 (Q8_0) or 256 (Q8_K)");
+  if (k % block != 0 || x.size() % k != 0)
+    throw std::invalid_argument("ref::round_activations: rows of " + std::to_string(k) +
+                                " are not whole blocks of " + std::to_string(block));
+  for (size_t b0 = 0; b0 < x.size(); b0 += block) {
+    float* p = x.data() + b0;
+    if (block == 1) {
+      p[0] = half_round_act(p[0]);
+      continue;
+    }
+    float amax = 0.f, m = 0.f;
+    for (int j = 0; j < block; ++j)
+      if (std::fabs(p[j]) > amax) amax = std::fabs(p[j]), m = p[j];
+    if (amax == 0.f) {
+      for (int j = 0; j < block; ++j) p[j] = 0.f;
+      continue;
+    }
+    if (block == 32) {
+      const float id = 127.f / amax, d = half_round_act(amax / 127.f);
+      for (int j = 0; j < block; ++j) p[j] = std::nearbyint(p[j] * id) * d;
+    } else {
+      const float iscale = -127.f / m, d = 1.f / iscale;
+      for (int j = 0; j < block; ++j) p[j] = std::fmin(127.f, std::nearbyint(iscale * p[j])) * d;
+    }
+  }
 }
 
 }  // namespace infinipot::ref

@@ -125,4 +125,8 @@ struct CrossEntropyRow {
 // logits: [n][vocab]; targets[r] = -1 leaves row r unscored.
 std::vector<CrossEntropyRow> cross_entropy(const float* logits, int n, int vocab, const int* targets);
 
+// act_round.cl: x's rows of k rounded in blocks of `block` (32: Q8_0, 256: Q8_K, 1: f16),
+// as llama.cpp's CPU backend quantizes a product's input.
+void round_activations(std::vector<float>& x, int k, int block);
+
 }  // namespace infinipot::ref

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 #include "model_loader/quant.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 
 namespace infinipot::test {
 namespace {

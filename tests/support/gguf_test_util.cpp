@@ -1,6 +1,6 @@
 #include "tests/support/gguf_test_util.h"
 
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

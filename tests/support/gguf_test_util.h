@@ -60,7 +60,7 @@ class TempDir {
   std::string path_;
 };
 
-// A random-weight tiny llama (model_loader/tiny_model.h) of context n_ctx as dir/tiny.gguf;
+// A random-weight tiny llama (tests/kit/tiny_model.h) of context n_ctx as dir/tiny.gguf;
 // its path. The real binary runs it in seconds.
 std::string tiny_model(const TempDir& dir, int n_ctx);
 

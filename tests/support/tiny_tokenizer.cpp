@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "model_loader/gguf.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 
 namespace infinipot::test {
 

@@ -1,4 +1,4 @@
-// The tiny test model's tokenizer (model_loader/tiny_model.h: a real byte-level BPE), built
+// The tiny test model's tokenizer (tests/kit/tiny_model.h: a real byte-level BPE), built
 // once, and a token counter over it: the nih and task tests measure documents with it.
 #pragma once
 #include <functional>

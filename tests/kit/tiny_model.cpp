@@ -1,7 +1,7 @@
 // Writes a random-weight llama GGUF shaped like SmolLM2 (same metadata keys, tensor names,
 // tokenizer kind and chat template) at a tiny size. Weight scales keep activations O(1):
 // matrices ~ N(0, 0.5/sqrt(fan_in)), embeddings ~ N(0, 0.5), norm weights ~ 1 + N(0, 0.05).
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 
 #include <fmt/format.h>
 

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "model_loader/gguf.h"
-#include "model_loader/tiny_model.h"
+#include "tests/kit/tiny_model.h"
 
 namespace infinipot {
 namespace {

@@ -1,7 +1,7 @@
 // GGUF v3 writer. Layout written: header, key-value pairs in insertion order, tensor infos in
 // insertion order, zero padding to the alignment, then each tensor's data padded to the
 // alignment (offsets are relative to the data section).
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 
 #include <fmt/format.h>
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model_loader/gguf.h"
-#include "model_loader/gguf_writer.h"
+#include "tests/kit/gguf_writer.h"
 
 namespace infinipot {
 
