@@ -8,30 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capi_check.h"
 #include "infinipot.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                                     \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond, \
-              infinipot_last_error());                                                  \
-      ++failures;                                                                       \
-    }                                                                                   \
-  } while (0)
-
-/* An error status with a non-empty message naming `needle`. */
-#define CHECK_ERR(call, code, needle)                                                                \
-  do {                                                                                                \
-    infinipot_status st_ = (call);                                                                    \
-    if (st_ != (code) || strlen(infinipot_last_error()) == 0 || !strstr(infinipot_last_error(), needle)) { \
-      fprintf(stderr, "%s:%d: %s -> %s (want %s), message \"%s\" (want it to name \"%s\")\n", __FILE__, \
-              __LINE__, #call, infinipot_status_name(st_), infinipot_status_name(code),               \
-              infinipot_last_error(), needle);                                                        \
-      ++failures;                                                                                     \
-    }                                                                                                 \
-  } while (0)
 
 typedef struct {
   char text[4096];

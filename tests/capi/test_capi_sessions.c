@@ -8,31 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capi_check.h"
 #include "infinipot.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                                                  \
-  do {                                                                                               \
-    if (!(cond)) {                                                                                   \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond,       \
-              infinipot_last_error());                                                               \
-      ++failures;                                                                                    \
-    }                                                                                                \
-  } while (0)
-
-/* An error status whose message names `needle` and no CLI flag ("--"). */
-#define CHECK_ERR(call, code, needle)                                                                 \
-  do {                                                                                                \
-    infinipot_status st_ = (call);                                                                    \
-    const char* msg_ = infinipot_last_error();                                                        \
-    if (st_ != (code) || !strstr(msg_, needle) || strstr(msg_, "--")) {                               \
-      fprintf(stderr, "%s:%d: %s -> %s (want %s), message \"%s\" (want it to name \"%s\", no --flag)\n", \
-              __FILE__, __LINE__, #call, infinipot_status_name(st_), infinipot_status_name(code), msg_, \
-              needle);                                                                                \
-      ++failures;                                                                                     \
-    }                                                                                                 \
-  } while (0)
 
 typedef struct {
   char text[2048];
