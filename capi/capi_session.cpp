@@ -62,11 +62,13 @@ void park(infinipot_session* s) {
 void claim(infinipot_session* s) {
   infinipot_model* m = s->model;
   if (m->active && m->active != s) park(m->active);
-  m->active = s;
+  m->active = nullptr;  // s holds it only once prepared (a failed create must leave no pointer to s)
   if (s->plan && m->prepared != s->plan_key) {
+    m->prepared.clear();  // a failed prepare leaves the device prepared for nothing
     engine_of(s).prepare(*s->plan);
     m->prepared = s->plan_key;
   }
+  m->active = s;
 }
 
 void report(infinipot_session* s, long long total, int distillations, Clock::time_point t0) {

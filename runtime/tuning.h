@@ -65,8 +65,21 @@ struct Tuning {
   nlohmann::json to_json() const;
 };
 
-// The tunable keys, in the order `infinipot tune` searches them.
-extern const char* const kTuningKeys[19];  // gemm_backend, gemm_tile_rows, prefill_chunk, attention_*, matvec_*, norm_local
+// One row per tunable key: the one place that says its name, which values the file may give
+// (read: checks and stores one; write: the value as JSON), what `infinipot tune` tries and
+// which time judges it, and what it does (`infinipot tune --keys` prints them as a table).
+struct TuningKey {
+  enum class Judge { Prefill, Decode, Both };
+  const char* name;
+  const char* values;  // the values the file may give, in words
+  const char* doc;
+  Judge judge;
+  std::vector<nlohmann::json> candidates;  // what `infinipot tune` tries, in order
+  void (*read)(Tuning& t, const nlohmann::json& v, const DeviceInfo& dev);  // throws ClError naming the key
+  nlohmann::json (*write)(const Tuning& t);
+};
+// The keys, in the order `infinipot tune` searches them.
+const std::vector<TuningKey>& tuning_keys();
 
 // Reads the embedded data (or INFINIPOT_PLATFORMS_FILE when set, for experiments). overrides:
 // values applied last (`infinipot tune` tries candidates this way); checked like the file's.

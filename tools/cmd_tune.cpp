@@ -29,7 +29,7 @@ using Clock = std::chrono::steady_clock;
 struct TuneOpts {
   std::string model, device, write, kv_type = "auto";
   int prefill = 512, decode = 16, reps = 2, clblast_candidates = 8;
-  bool json = false;
+  bool json = false, keys = false;
 };
 
 struct Timing {
@@ -78,34 +78,34 @@ Timing measure(const TuneOpts& o, const nlohmann::json& overrides) {
   return t;
 }
 
-// What a key's value is judged by.
+const cl::TuningKey& key_of(const std::string& name) {
+  for (const cl::TuningKey& k : cl::tuning_keys())
+    if (name == k.name) return k;
+  throw std::logic_error("no tuning key '" + name + "'");
+}
+
+// What a key's value is judged by (its row's Judge).
 double score(const std::string& key, const Timing& t) {
-  if (key == "matvec_local" || key == "matvec_int8" || key == "matvec_fusion" || key == "matvec_norm_fusion" ||
-      key == "matvec_prefetch" || key == "matvec_native_dot" || key == "matvec_native_types" ||
-      key == "matvec_native_local" || key == "decode_layer_launch" ||
-      key == "attention_decode_split")
-    return t.decode_s;
-  if (key == "norm_local") return t.prefill_s + t.decode_s;
+  switch (key_of(key).judge) {
+    case cl::TuningKey::Judge::Decode: return t.decode_s;
+    case cl::TuningKey::Judge::Both: return t.prefill_s + t.decode_s;
+    case cl::TuningKey::Judge::Prefill: break;
+  }
   return t.prefill_s;
 }
 
-std::vector<nlohmann::json> candidates(const std::string& key) {
-  if (key == "gemm_backend") return {"packed", "clblast"};
-  if (key == "gemm_tile_rows") return {4, 6, 8};
-  if (key == "prefill_chunk") return {128, 256, 512};
-  if (key == "attention_tile_rows") return {1, 8, 16, 32};
-  if (key == "attention_key_tile") return {16, 32, 64};
-  if (key == "attention_decode_split") return {1, 8, 32, 64};
-  if (key == "attention_vec16_rows") return {4, 8, 16};
-  if (key == "matvec_prefetch") return {0, 1024, 4096};
-  if (key == "matvec_fusion" || key == "matvec_norm_fusion" || key == "attention_vec16" || key == "decode_layer_launch")
-    return {false, true};
-  if (key == "matvec_native_dot")
-    return {nlohmann::json::array(), {"avx512_vnni"}, {"avx512_vnni", "avx2"}};
-  if (key == "matvec_native_local") return {8, 16, 32, 64};
-  if (key == "matvec_int8" || key == "matvec_native_types" || key == "gemm_native_types")
-    return {nlohmann::json::array(), {"Q4_0", "Q4_1"}, {"Q4_0", "Q4_1", "Q8_0"}};
-  return {1, 4, 16, 32, 64, 128, 256};  // work-group sizes
+const char* judge_name(cl::TuningKey::Judge j) {
+  return j == cl::TuningKey::Judge::Decode ? "decode" : j == cl::TuningKey::Judge::Both ? "prefill + decode" : "prefill";
+}
+
+// `tune --keys`: the table of keys as Markdown (docs/design.md's table is its output).
+void print_keys() {
+  std::printf("| key | the file may give | `tune` tries | judged by | what it does |\n|---|---|---|---|---|\n");
+  for (const cl::TuningKey& k : cl::tuning_keys()) {
+    std::string tried;
+    for (const nlohmann::json& v : k.candidates) tried += (tried.empty() ? "" : ", ") + v.dump();
+    std::printf("| `%s` | %s | %s | %s | %s |\n", k.name, k.values, tried.c_str(), judge_name(k.judge), k.doc);
+  }
 }
 
 // Xgemm configurations that satisfy CLBlast's constraints (MWG a multiple of MDIMC*VWM and of
@@ -157,6 +157,8 @@ std::string lower(std::string s) {
 }
 
 void tune(const TuneOpts& o) {
+  if (o.keys) return print_keys();
+  if (o.model.empty()) throw CLI::RequiredError("--model");
   if (o.prefill < 16 || o.decode < 1 || o.reps < 1)
     throw CLI::ValidationError("--prefill must be >= 16, --decode >= 1 and --reps >= 1");
   Engine probe(engine_options(o.model, o.device, "", 0, o.kv_type));
@@ -199,8 +201,9 @@ void tune(const TuneOpts& o) {
   }
 
   Timing cur = measure(o, best);
-  for (const char* key : cl::kTuningKeys) {
-    for (const auto& v : candidates(key)) {
+  for (const cl::TuningKey& tk : cl::tuning_keys()) {
+    const char* key = tk.name;
+    for (const auto& v : key_of(key).candidates) {
       if (best[key] == v) continue;
       nlohmann::json trial = best;
       trial[key] = v;
@@ -252,8 +255,8 @@ void tune(const TuneOpts& o) {
   else {
     std::printf("| key | before | after |\n|---|---|---|\n");
     const nlohmann::json before = start.to_json();
-    for (const char* k : cl::kTuningKeys)
-      std::printf("| %s | %s | %s |\n", k, before[k].dump().c_str(), best[k].dump().c_str());
+    for (const cl::TuningKey& k : cl::tuning_keys())
+      std::printf("| %s | %s | %s |\n", k.name, before[k.name].dump().c_str(), best[k.name].dump().c_str());
     std::printf("\nprefill %d tokens: %.3f s -> %.3f s; decode %d tokens: %.3f s -> %.3f s\n", o.prefill, base.prefill_s,
                 cur.prefill_s, o.decode, base.decode_s, cur.decode_s);
   }
@@ -265,7 +268,8 @@ void add_tune_command(CLI::App& app) {
   auto* sub = app.add_subcommand("tune", "Search this device's tuning values (GEMM backend and CLBlast parameters, "
                                          "prefill chunk, attention tiles, work-group sizes) and write the winners");
   auto o = std::make_shared<TuneOpts>();
-  sub->add_option("-m,--model", o->model, "GGUF model the timings run")->required();
+  sub->add_option("-m,--model", o->model, "GGUF model the timings run (required unless --keys)");
+  sub->add_flag("--keys", o->keys, "Print the tuning keys as a Markdown table (values, candidates, what each does)");
   sub->add_option("--device", o->device, "OpenCL device: index or name substring");
   sub->add_option("--write", o->write, "platforms/tuning.json to write the winners into (under this device's entry)");
   sub->add_option("--prefill", o->prefill, "Prefill tokens per timing")->capture_default_str();

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -17,6 +19,12 @@ namespace {
 
 using nlohmann::json;
 
+std::vector<const char*> key_names() {
+  std::vector<const char*> names;
+  for (const cl::TuningKey& k : cl::tuning_keys()) names.push_back(k.name);
+  return names;
+}
+
 json committed_tuning() {
   std::ifstream in(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/platforms/tuning.json");
   return json::parse(in);
@@ -24,11 +32,11 @@ json committed_tuning() {
 
 TEST(Tuning, TheJsonDefaultGivesEveryKey) {
   const json d = committed_tuning()["default"];
-  for (const char* k : cl::kTuningKeys) EXPECT_TRUE(d.contains(k)) << k;
+  for (const char* k : key_names()) EXPECT_TRUE(d.contains(k)) << k;
   // And those are the values a device no entry matches gets (nothing else supplies defaults).
   const cl::DeviceInfo unknown{};
   const json t = cl::lookup_tuning(unknown).to_json();
-  for (const char* k : cl::kTuningKeys)
+  for (const char* k : key_names())
     if (std::string(k) != "gemm_tile_rows" || d[k] != "auto") EXPECT_EQ(t[k], d[k]) << k;
 }
 
@@ -50,7 +58,7 @@ TEST(Tuning, EveryDeviceEntryIsWhatItsDeviceGets) {
       const json got = cl::lookup_tuning(dev).to_json();
       EXPECT_EQ(got["vendor"], vendor) << name;
       EXPECT_EQ(got["device"], name) << name;
-      for (const char* k : cl::kTuningKeys)
+      for (const char* k : key_names())
         if (entry.contains(k)) EXPECT_EQ(got[k], entry[k]) << vendor << " / " << name << ": " << k;
       ++entries;
     }
@@ -147,6 +155,41 @@ TEST(Tuning, OverridesAreCheckedLikeTheFile) {
     EXPECT_THROW((void)cl::lookup_tuning(cl::DeviceInfo{}, {{"matvec_prefetch", bad}}), std::exception) << bad.dump();
 }
 
+// The table is the one source: every value `tune` tries is one the file may give, reads back
+// as itself, and a value of the wrong kind is refused naming its key.
+TEST(Tuning, EveryCandidateIsAValueTheFileMayGive) {
+  for (const cl::TuningKey& k : cl::tuning_keys()) {
+    SCOPED_TRACE(k.name);
+    EXPECT_GT(std::string(k.doc).size(), 10u);
+    EXPECT_GE(k.candidates.size(), 2u);
+    for (const json& v : k.candidates) {
+      const json got = cl::lookup_tuning(cl::DeviceInfo{}, {{k.name, v}}).to_json();
+      EXPECT_EQ(got[k.name], v) << v.dump();
+    }
+    try {
+      (void)cl::lookup_tuning(cl::DeviceInfo{}, {{k.name, json::object({{"wrong", "kind"}})}});
+      ADD_FAILURE() << "an object was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + k.name + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// docs/design.md's table of keys is `infinipot tune --keys`'s output.
+TEST(Tune, KeysTableIsTheDocsTable) {
+  const auto r = test::run_infinipot({"tune", "--keys"});
+  ASSERT_TRUE(test::succeeded(r)) << r.describe();
+  std::ifstream in(std::string(INFINIPOT_TEST_SOURCE_DIR) + "/docs/design.md");
+  const std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream lines(r.out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_NE(docs.find(line), std::string::npos) << "docs/design.md lacks: " << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, static_cast<int>(cl::tuning_keys().size()) + 2);
+}
+
 TEST(Tune, WritesWinnersThatTheDeviceThenUses) {
   test::TempDir dir;
   const std::string model = test::tiny_model(dir, 1024), platforms = dir.file("tuning.json");
@@ -156,7 +199,7 @@ TEST(Tune, WritesWinnersThatTheDeviceThenUses) {
                                      {{}, 900});
   ASSERT_TRUE(test::succeeded(r)) << r.describe();
   const json out = json::parse(r.out);
-  for (const char* k : cl::kTuningKeys) EXPECT_TRUE(out["winners"].contains(k)) << k;
+  for (const char* k : key_names()) EXPECT_TRUE(out["winners"].contains(k)) << k;
   // Every key's candidates were tried (the current value is skipped), and both CLBlast configurations.
   int clblast = 0, keys = 0;
   for (const auto& t : out["tried"]) (t["key"] == "clblast.Xgemm" ? clblast : keys)++;
@@ -171,7 +214,7 @@ TEST(Tune, WritesWinnersThatTheDeviceThenUses) {
   ASSERT_TRUE(written["vendors"][vendor]["devices"].is_object());
   ASSERT_EQ(written["vendors"][vendor]["devices"].size(), 1u);
   const auto entry = written["vendors"][vendor]["devices"].begin();
-  for (const char* k : cl::kTuningKeys) EXPECT_EQ(entry.value()[k], out["winners"][k]) << k;
+  for (const char* k : key_names()) EXPECT_EQ(entry.value()[k], out["winners"][k]) << k;
   EXPECT_NE(entry.value()["_measured"].get<std::string>().find("infinipot tune"), std::string::npos);
   const auto d = test::run_infinipot({"devices", "--json"}, {{{"INFINIPOT_PLATFORMS_FILE", platforms}}, 60});
   ASSERT_TRUE(test::succeeded(d)) << d.describe();
