@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/pot_plan.h"
 #include "infinipot.h"
+#include "model_loader/setting_names.h"
 
 struct infinipot_model {
   std::unique_ptr<infinipot::Engine> engine;
@@ -65,6 +66,8 @@ struct IoError : std::runtime_error {
 // in the C API's fields.
 infinipot_status guarded(const std::function<void()>& f);
 void require(bool ok, const std::string& message);
+// How the C API names the settings lower layers name as {id} (model_loader/setting_names.h).
+const SettingNames& c_names();
 size_t bad_utf8_at(const std::string& s);  // offset of the first invalid UTF-8 sequence, or npos
 
 }  // namespace infinipot::capi

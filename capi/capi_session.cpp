@@ -8,6 +8,7 @@
 
 #include "capi/capi_internal.h"
 #include "engine/answer.h"
+#include "model_loader/setting_names.h"
 #include "pot/policy_registry.h"
 #include "pot/pot_snapshot.h"
 #include "runtime/device_memory.h"
@@ -265,10 +266,9 @@ infinipot_status infinipot_session_create(infinipot_model* model, const infinipo
       try {
         s->plan = std::make_shared<PotPlan>(PotPlan::stream(e, e.prompt_parts(s->system, "", ""), choice, s->reserve));
       } catch (const std::invalid_argument& ex) {
-        std::string m = ex.what();
-        for (size_t at; (at = m.find("{n_predict}")) != std::string::npos;)
-          m.replace(at, 11, "infinipot_session_options.reserve");
-        throw std::invalid_argument(m);
+        SettingNames names = c_names();
+        names["n_predict"] = "infinipot_session_options.reserve";
+        throw std::invalid_argument(worded(ex.what(), names));
       }
       s->plan_key = key_of(*s->plan);
       claim(s.get());  // the device plan checked against the cap now (BudgetError naming the minimum)

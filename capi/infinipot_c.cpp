@@ -14,10 +14,9 @@
 namespace infinipot::capi {
 
 namespace {
-
 thread_local std::string g_error;
+}  // namespace
 
-// How the C API names the settings lower layers name as {id} (model_loader/setting_names.h).
 const SettingNames& c_names() {
   static const SettingNames names = {
       {"device", "infinipot_model_options.device"},
@@ -40,6 +39,8 @@ const SettingNames& c_names() {
   };
   return names;
 }
+
+namespace {
 
 infinipot_status fail(infinipot_status status, const std::string& message) {
   g_error = worded(message, c_names());

@@ -44,9 +44,8 @@ import time
 
 import openai
 
-from serve_process import Server, machine_info
+from serve_process import ROOT, Server, add_server_args, machine_info
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (statement, question, values): "num:LO:HI" draws a number, a list is picked from.
 FACTS = [
@@ -167,10 +166,7 @@ def table(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "infinipot"))
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--pot", type=int, default=1024)
-    ap.add_argument("--device-mem", help="passed to serve, e.g. 512M")
+    add_server_args(ap)
     ap.add_argument("--years", type=int, default=140, help="chronicle years (140: about 32K SmolLM2 tokens)")
     ap.add_argument("--questions", type=int, default=10, choices=range(1, len(FACTS) + 1), metavar="K")
     ap.add_argument("--seed", type=int, default=7)

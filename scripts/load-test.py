@@ -46,9 +46,8 @@ import time
 
 import openai
 
-from serve_process import Server, machine_info
+from serve_process import ROOT, Server, add_server_args, machine_info
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPTS = ["Say hello.", "Name a colour.", "Count to five.", "What is two plus two?", "Name a fruit.",
            "Give me a word that rhymes with cat.", "What day comes after Monday?", "Say something kind."]
 
@@ -240,10 +239,7 @@ def pct(xs, p):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "infinipot"))
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--pot", type=int, default=1024)
-    ap.add_argument("--device-mem", help="passed to serve, e.g. 512M")
+    add_server_args(ap)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=25, help="per client in the load phase")
     ap.add_argument("--total", type=int, default=500, help="chat requests in all (load + sequential)")

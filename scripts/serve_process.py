@@ -61,3 +61,14 @@ def machine_info(binary, srv_line):
     m = re.search(r"device ([^,]+)", srv_line)
     return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "device": m.group(1) if m else "",
             "build": version, "python": platform.python_version(), "openai": openai.__version__}
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def add_server_args(ap):
+    """The options every serve benchmark takes: the binary, the model, the pot, the device cap."""
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "infinipot"))
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--pot", type=int, default=1024)
+    ap.add_argument("--device-mem", help="passed to serve, e.g. 512M")
