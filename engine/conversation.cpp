@@ -285,7 +285,8 @@ GenerateResult Conversation::reply(Engine& engine, const std::vector<ChatMessage
 }
 
 PotSnapshot read_document(Engine& engine, const std::vector<TokenId>& catalyst, int question_rows,
-                          const std::string& system, const std::string& text, int* document_tokens) {
+                          const std::string& system, const std::string& text, int* document_tokens,
+                          const std::function<bool()>& cancelled) {
   std::vector<ChatMessage> messages;
   if (!system.empty()) messages.push_back({"system", system});
   messages.push_back({"user", text});
@@ -295,7 +296,14 @@ PotSnapshot read_document(Engine& engine, const std::vector<TokenId>& catalyst, 
   if (body.empty()) throw std::invalid_argument("the document is empty");
   if (document_tokens) *document_tokens = static_cast<int>(body.size());
   engine.stream_begin(stream, catalyst, question_rows);
-  engine.stream_read(body);
+  // A chunk at a time, as the engine reads anyway (the pot sees the same calls either way).
+  const size_t step = static_cast<size_t>(std::max(1, engine.chunk()));
+  for (size_t i = 0; i < body.size(); i += step) {
+    if (cancelled && cancelled())
+      throw ReadCancelled("the reading was cancelled after " + std::to_string(i) + " of " +
+                          std::to_string(body.size()) + " tokens");
+    engine.stream_read(std::vector<TokenId>(body.begin() + i, body.begin() + std::min(body.size(), i + step)));
+  }
   engine.stream_flush();
   // Room for any question's catalyst beside what it keeps (a distillation now if need be).
   const PotOptions& pot = engine.pot()->options();

@@ -43,8 +43,14 @@ ChatSegments chat_segments(const Engine& engine, const std::vector<ChatMessage>&
 // Reads a document through the engine's pot as the first user message's content (after the
 // chat prefix of `system`, "" for the template's own), with this catalyst, and returns the pot
 // as a snapshot: a Conversation(document) answers questions about it without reading it again.
+// `cancelled` is asked between chunks of the engine's chunk size: true stops the reading with
+// ReadCancelled (the engine's stream is then half read: begin a new one before using it).
+struct ReadCancelled : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 PotSnapshot read_document(Engine& engine, const std::vector<TokenId>& catalyst, int question_rows,
-                          const std::string& system, const std::string& text, int* document_tokens = nullptr);
+                          const std::string& system, const std::string& text, int* document_tokens = nullptr,
+                          const std::function<bool()>& cancelled = {});
 
 // A request's messages checked as a chat: roles system/user/assistant, system messages only
 // first, the last one a user's. Throws std::invalid_argument naming the message.

@@ -22,6 +22,11 @@ void Metrics::job(long long prompt_tokens, long long generated_tokens, double pr
   if (decode_s > 0 && generated_tokens > 1) last_decode_tok_s_ = (generated_tokens - 1) / decode_s;
 }
 
+void Metrics::cancelled() {
+  std::lock_guard<std::mutex> lock(m_);
+  ++cancelled_;
+}
+
 void Metrics::memory(const nlohmann::json& report) {
   std::lock_guard<std::mutex> lock(m_);
   memory_ = report;
@@ -36,6 +41,8 @@ std::string Metrics::text(const Gauges& g) const {
   head("infinipot_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
   for (const auto& [key, n] : requests_)
     o << "infinipot_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << "\n";
+  head("infinipot_jobs_cancelled_total", "counter", "Jobs stopped because their client went away.");
+  o << "infinipot_jobs_cancelled_total " << cancelled_ << "\n";
   head("infinipot_prompt_tokens_total", "counter", "Prompt tokens read into the device (held ones not counted).");
   o << "infinipot_prompt_tokens_total " << prompt_tokens_ << "\n";
   head("infinipot_generated_tokens_total", "counter", "Tokens generated.");

@@ -18,6 +18,8 @@ class Metrics {
   void job(long long prompt_tokens, long long generated_tokens, double prefill_s, double decode_s, int distillations);
   // The engine's memory report (Engine::memory_report), taken on the device thread after a job.
   void memory(const nlohmann::json& report);
+  // A job stopped because its client went away (waiting in the queue, reading, or generating).
+  void cancelled();
   // Gauges read as the page is written.
   struct Gauges {
     int queue_depth = 0;
@@ -31,7 +33,7 @@ class Metrics {
  private:
   mutable std::mutex m_;
   std::map<std::pair<std::string, int>, long long> requests_;
-  long long prompt_tokens_ = 0, generated_tokens_ = 0, distillations_ = 0, jobs_ = 0;
+  long long prompt_tokens_ = 0, generated_tokens_ = 0, distillations_ = 0, jobs_ = 0, cancelled_ = 0;
   double prefill_s_ = 0, decode_s_ = 0;
   double last_prefill_tok_s_ = 0, last_decode_tok_s_ = 0;
   nlohmann::json memory_ = nlohmann::json::object();

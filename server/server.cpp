@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/conversation.h"
+#include "server/client_socket.h"
 #include "server/server_impl.h"
 
 namespace infinipot::server {
@@ -25,6 +26,22 @@ void send_json(httplib::Response& res, int status, const json& body) {
 }
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, e.body()); }
+
+// Waits for a job's last event (Done or Failed: every job sends one) and answers with it. A
+// client gone meanwhile, in the queue or mid-job, cancels the job, which then ends soon.
+void answer_when_done(Channel& ch, const httplib::Request& req, httplib::Response& res) {
+  const ClientSocket client(req.remote_addr, req.remote_port, req.local_port);
+  for (;;) {
+    std::optional<Event> e = ch.next(200);
+    if (!e) {
+      if (!ch.cancelled() && client.gone()) ch.cancel();
+      continue;
+    }
+    if (e->kind == Event::Piece) continue;
+    send_json(res, e->kind == Event::Done ? 200 : e->status, e->result);
+    return;
+  }
+}
 
 // The endpoint a path counts under in /metrics.
 std::string endpoint_of(const std::string& path) {
@@ -147,7 +164,7 @@ void Server::Impl::chat(const httplib::Request& req, httplib::Response& res) {
   const AnswerJob job = new_job(r.sampling, tokens, "messages", chat_room, "chatcmpl-");
   std::shared_ptr<Document> doc = r.document.empty() ? nullptr : document(r.document);
   submit([this, job, r = std::move(r), doc] { run_chat(job, r, doc); });
-  respond(job, res, /*chat=*/true);
+  respond(job, req, res, /*chat=*/true);
 }
 
 void Server::Impl::completion(const httplib::Request& req, httplib::Response& res) {
@@ -156,20 +173,12 @@ void Server::Impl::completion(const httplib::Request& req, httplib::Response& re
   const long long tokens = static_cast<long long>(engine.tokenizer().encode(r.prompt, false, false).size());
   const AnswerJob job = new_job(r.sampling, tokens, "prompt", completion_room, "cmpl-");
   submit([this, job, r = std::move(r)] { run_completion(job, r); });
-  respond(job, res, /*chat=*/false);
+  respond(job, req, res, /*chat=*/false);
 }
 
-void Server::Impl::respond(const AnswerJob& job, httplib::Response& res, bool chat) {
+void Server::Impl::respond(const AnswerJob& job, const httplib::Request& req, httplib::Response& res, bool chat) {
   const std::shared_ptr<Channel> ch = job.channel;
-  if (!job.stream) {
-    // One body when the job ends (it always does: every job sends Done or Failed).
-    for (;;) {
-      std::optional<Event> e = ch->next(1000);
-      if (!e || e->kind == Event::Piece) continue;
-      send_json(res, e->kind == Event::Done ? 200 : e->status, e->result);
-      return;
-    }
-  }
+  if (!job.stream) return answer_when_done(*ch, req, res);
   const std::string id = job.id, model = opt.model_id;
   const long long created = job.created;
   const bool include_usage = job.include_usage;
@@ -250,12 +259,7 @@ void Server::Impl::post_document(const httplib::Request& req, httplib::Response&
   }
   auto ch = std::make_shared<Channel>();
   submit([this, ch, d] { run_document(ch, d); });
-  for (;;) {
-    std::optional<Event> e = ch->next(1000);
-    if (!e || e->kind == Event::Piece) continue;
-    send_json(res, e->kind == Event::Done ? 200 : e->status, e->result);
-    return;
-  }
+  answer_when_done(*ch, req, res);
 }
 
 namespace {

@@ -68,7 +68,7 @@ struct Server::Impl {
   void models(httplib::Response& res, const std::string& id);
   // The job's events as the HTTP answer: one JSON body, or server-sent events while it runs.
   // chunk(text, finish_reason) makes one streamed chunk; the Done event's result is the body.
-  void respond(const AnswerJob& job, httplib::Response& res, bool chat);
+  void respond(const AnswerJob& job, const httplib::Request& req, httplib::Response& res, bool chat);
   // A checked request's job: its prompt within the limit (400 naming `field`), max_tokens within room.
   AnswerJob new_job(const Sampling& s, long long prompt_tokens, const std::string& field, int room,
                     const std::string& id_prefix);

@@ -17,12 +17,17 @@ namespace {
 
 // Runs a job's body; every error ends the request with its status and OpenAI's error shape.
 template <typename F>
-void guarded(const ServerOptions& opt, Channel& ch, F&& body) {
-  auto fail = [&](const ApiError& e) { ch.send({Event::Failed, "", e.body(), e.status}); };
+void guarded(const ServerOptions& opt, Metrics& metrics, Channel& ch, F&& body) {
+  auto fail = [&](const ApiError& e) {
+    if (e.status == 499) metrics.cancelled();
+    ch.send({Event::Failed, "", e.body(), e.status});
+  };
   try {
     body();
   } catch (const ApiError& e) {
     fail(e);
+  } catch (const ReadCancelled& e) {
+    fail(ApiError(499, "invalid_request_error", "client_closed", std::string("the client went away: ") + e.what()));
   } catch (const std::invalid_argument& e) {
     fail(bad_request(words(opt, e.what())));
   } catch (const ChatTemplateError& e) {
@@ -71,7 +76,7 @@ json usage(int prompt_tokens, int completion_tokens, int cached) {
 
 void Server::Impl::run_chat(const AnswerJob& job, const ChatRequest& r, std::shared_ptr<Document> doc) {
   Channel& ch = *job.channel;
-  guarded(opt, ch, [&] {
+  guarded(opt, metrics, ch, [&] {
     if (ch.cancelled()) throw ApiError(499, "invalid_request_error", "client_closed", "the client went away");
     ConversationPool::Match m = pool.find(r.messages, r.document, doc ? doc->pot : nullptr);
     if (!m.conversation->active(engine)) pool.park_active();
@@ -87,6 +92,7 @@ void Server::Impl::run_chat(const AnswerJob& job, const ChatRequest& r, std::sha
     }
     const std::string tail = stop.flush();
     if (job.stream && !tail.empty()) ch.send({Event::Piece, tail});
+    if (ch.cancelled()) metrics.cancelled();
     const std::string content = as_client_sees(stop.shown());
     m.conversation->set_reply_text(content);
     pool.touched(m.conversation);
@@ -116,7 +122,7 @@ void Server::Impl::run_chat(const AnswerJob& job, const ChatRequest& r, std::sha
 
 void Server::Impl::run_completion(const AnswerJob& job, const CompletionRequest& r) {
   Channel& ch = *job.channel;
-  guarded(opt, ch, [&] {
+  guarded(opt, metrics, ch, [&] {
     if (ch.cancelled()) throw ApiError(499, "invalid_request_error", "client_closed", "the client went away");
     pool.park_active();
     // The prompt as it is (no chat template), read through a fresh pot; its last token opens
@@ -136,6 +142,7 @@ void Server::Impl::run_completion(const AnswerJob& job, const CompletionRequest&
     g.prefill_s += read_s;
     const std::string tail = stop.flush();
     if (job.stream && !tail.empty()) ch.send({Event::Piece, tail});
+    if (ch.cancelled()) metrics.cancelled();
     const int distilled = engine.pot()->stats().cycles - cycles_before;
     metrics.job(g.prompt_tokens, static_cast<long long>(g.tokens.size()), g.prefill_s, g.decode_s, distilled);
     metrics.memory(engine.memory_report());
@@ -154,14 +161,15 @@ void Server::Impl::run_completion(const AnswerJob& job, const CompletionRequest&
 }
 
 void Server::Impl::run_document(const std::shared_ptr<Channel>& ch, const DocumentRequest& d) {
-  guarded(opt, *ch, [&] {
+  guarded(opt, metrics, *ch, [&] {
     if (ch->cancelled()) throw ApiError(499, "invalid_request_error", "client_closed", "the client went away");
     pool.park_active();
     const auto t0 = std::chrono::steady_clock::now();
     int doc_tokens = 0;
     auto doc = std::make_shared<Document>();
     doc->pot = std::make_shared<PotSnapshot>(
-        read_document(engine, plan.catalyst(), plan.question_rows(), d.system, d.text, &doc_tokens));
+        read_document(engine, plan.catalyst(), plan.question_rows(), d.system, d.text, &doc_tokens,
+                      [&ch] { return ch->cancelled(); }));
     const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     doc->id = "doc-" + std::to_string(next_id++);
     doc->tokens = doc_tokens;

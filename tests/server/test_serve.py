@@ -310,6 +310,48 @@ class Serve(unittest.TestCase):
         self.assertLessEqual(r.usage.completion_tokens, 3)
         self.assertTrue(self.srv.alive())
 
+    def metric(self, name):
+        code, text = self.srv.curl(self.srv.url + "/metrics")
+        self.assertEqual(code, 200)
+        return float(re.search(r"^" + re.escape(name) + r" (\S+)$", text, re.M).group(1))
+
+    def test_clients_gone_while_waiting_cancel_their_jobs(self):
+        """A client that waits for a whole answer has nothing written to it until the end, so
+        the server must notice on its own that it went away: a document being read stops
+        between chunks, a chat waiting in the queue behind it is dropped unrun."""
+        cancelled = self.metric("infinipot_jobs_cancelled_total")
+        generated = self.metric("infinipot_generated_tokens_total")
+        code, body = self.srv.curl(self.srv.url + "/v1/documents")
+        docs = len(json.loads(body)["data"])
+
+        def send(path, body):
+            conn = http.client.HTTPConnection(self.srv.host, self.srv.port, timeout=120)
+            conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+            return conn
+
+        def gone(conn):
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+        reading = send("/v1/documents", {"text": document(3000)})  # tens of seconds to read here
+        time.sleep(1.0)
+        waiting = send("/v1/chat/completions", {"model": ALIAS, "max_tokens": 20,
+                                                "messages": [{"role": "user", "content": "queued " + str(time.time())}]})
+        time.sleep(0.5)
+        gone(waiting)
+        time.sleep(0.5)
+        gone(reading)
+        t0 = time.time()
+        r = chat(self.c, [{"role": "user", "content": "after them"}], max_tokens=2)
+        waited = time.time() - t0
+        self.assertLessEqual(r.usage.completion_tokens, 2)
+        self.assertEqual(self.metric("infinipot_jobs_cancelled_total") - cancelled, 2)
+        self.assertEqual(self.metric("infinipot_generated_tokens_total") - generated, r.usage.completion_tokens,
+                         "the queued chat generated nothing")
+        code, body = self.srv.curl(self.srv.url + "/v1/documents")
+        self.assertEqual(len(json.loads(body)["data"]), docs, "the half-read document is not kept")
+        self.assertLess(waited, 20, "the next request waited for the abandoned reading")
+
     def test_rapid_connects_and_concurrent_clients(self):
         for _ in range(300):
             s = socket.create_connection((self.srv.host, self.srv.port), timeout=10)
