@@ -1,7 +1,7 @@
 // The pass-key needle-in-a-haystack benchmark (`infinipot nih`): its host-side logic, no
 // OpenCL. Documents of a given length in tokens with a five-digit pass key hidden at a
 // depth, the keys themselves, scoring of the answers, the policy list, the JSONL results
-// file (resume after a crash) and the summary tables. tools/cmd_nih.cpp runs the trials.
+// file (resume after a crash) and the summary tables. bench/cmd_nih.cpp runs the trials.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -3,7 +3,7 @@
 // prefill chunk, each distillation cycle (CaP / NuC / selection / compaction / re-rotation)
 // and each decoded token, and with --kernels one span per OpenCL kernel. Writes the trace
 // (--trace), a figure (--png: memory over time by category and the positions the pot holds at
-// the end, per layer; tools/plot_profile.py), and prints a summary table.
+// the end, per layer; bench/plot_profile.py), and prints a summary table.
 #include <unistd.h>
 
 #include <algorithm>
@@ -144,11 +144,11 @@ void write_file(const std::string& path, const std::string& text, const char* fl
   if (!f) throw std::runtime_error(std::string(flag) + ": writing '" + path + "' failed");
 }
 
-// tools/plot_profile.py TRACE PNG (matplotlib); a clear error when Python or matplotlib is missing.
+// bench/plot_profile.py TRACE PNG (matplotlib); a clear error when Python or matplotlib is missing.
 void plot(const std::string& trace_path, const std::string& png) {
-  const std::string script = data_path("tools/plot_profile.py");
+  const std::string script = data_path("bench/plot_profile.py");
   if (access(script.c_str(), R_OK) != 0)
-    throw std::invalid_argument("--png needs tools/plot_profile.py (from the source tree), not found at '" + script + "'");
+    throw std::invalid_argument("--png needs bench/plot_profile.py (from the source tree), not found at '" + script + "'");
   const auto quote = [](const std::string& s) {
     std::string q = "'";
     for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -21,7 +21,7 @@
 #include "tools/cli_common.h"
 
 namespace infinipot::cli {
-nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m);  // tools/bench_gemm.cpp
+nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m);  // bench/bench_gemm.cpp
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -1,6 +1,6 @@
 // The long-context tasks of `infinipot nih --task NAME`: what a trial hides in its document,
 // what it asks and how an answer is scored. One file per task in engine/tasks/, one line each
-// in task_registry.cpp; tools/cmd_nih.cpp runs any of them the same way. No OpenCL.
+// in task_registry.cpp; bench/cmd_nih.cpp runs any of them the same way. No OpenCL.
 //
 // Every value a trial hides (keys, numbers, uuids, variable names, word lists) is a pure
 // function of (task, seed, haystack, length, depth, trial), so every policy reads the same

@@ -618,7 +618,7 @@ TEST(NihCli, DocumentedAblationCommandsAreAccepted) {
           << list;
     }
     const size_t at = line.find("--ablation ");
-    if (at != std::string::npos && line.find("tools/plot_results.py") == std::string::npos) {
+    if (at != std::string::npos && line.find("bench/plot_results.py") == std::string::npos) {
       std::stringstream configs(line.substr(at + 11));
       for (std::string c; std::getline(configs, c, ',');) {
         ++ablation;

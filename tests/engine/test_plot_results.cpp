@@ -1,4 +1,4 @@
-// tools/plot_results.py on a results file written here with nih's own writer: the figures it
+// bench/plot_results.py on a results file written here with nih's own writer: the figures it
 // names (a heatmap per task, haystack and config, a by-length chart and an ablation bar chart
 // per task and haystack) are PNGs, the names are safe and the same on every run, and bad
 // input (a malformed line, a missing or empty file, an --ablation config in no file) exits 2
@@ -22,7 +22,7 @@ namespace {
 
 constexpr double kPlot = 120;  // eight figures; matplotlib's first import can be slow
 
-const std::string kScript = std::string(INFINIPOT_TEST_SOURCE_DIR) + "/tools/plot_results.py";
+const std::string kScript = std::string(INFINIPOT_TEST_SOURCE_DIR) + "/bench/plot_results.py";
 
 // The first Python with matplotlib, in the order `infinipot profile --png` tries them:
 // $INFINIPOT_PYTHON, python3 on PATH, the system's (a pyenv python3 often lacks the Debian

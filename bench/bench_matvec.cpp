@@ -16,7 +16,7 @@
 #include "engine/engine.h"
 #include "model_loader/quant.h"
 #include "runtime/ops.h"
-#include "tools/bench_timing.h"
+#include "bench/bench_timing.h"
 
 namespace infinipot::cli {
 namespace {

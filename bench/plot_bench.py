@@ -4,7 +4,7 @@ infinipot, peak RSS for llama.cpp, which runs on the host), prefill tok/s and de
 one line per engine/policy/pot. Rows that did not fit the cap are marked on the memory panel.
 When files give the same series the same length, the later file's row is drawn (a rerun wins).
 
-Usage: tools/plot_bench.py ROWS.json [ROWS.json ...] OUT.png
+Usage: bench/plot_bench.py ROWS.json [ROWS.json ...] OUT.png
 """
 import json
 import sys

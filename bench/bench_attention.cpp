@@ -11,7 +11,7 @@
 
 #include "runtime/context.h"
 #include "runtime/ops.h"
-#include "tools/bench_timing.h"
+#include "bench/bench_timing.h"
 
 namespace infinipot::cli {
 namespace {

@@ -23,14 +23,14 @@
 #include "runtime/device_memory.h"
 #include "tools/cli_common.h"
 #include "tools/host_usage.h"
-#include "tools/llama_cpp_runner.h"
+#include "bench/llama_cpp_runner.h"
 #include "tools/progress.h"
 
 namespace infinipot::cli {
-nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m);  // tools/bench_gemm.cpp
+nlohmann::json bench_gemm(cl::Context& ctx, int reps, int m);  // bench/bench_gemm.cpp
 nlohmann::json bench_attention(const std::string& device, int reps, int n_heads, int n_kv_heads, int head_dim,
-                               int chunk, const std::vector<int>& pasts);  // tools/bench_attention.cpp
-nlohmann::json bench_matvec(Engine& engine, int reps);  // tools/bench_matvec.cpp
+                               int chunk, const std::vector<int>& pasts);  // bench/bench_attention.cpp
+nlohmann::json bench_matvec(Engine& engine, int reps);  // bench/bench_matvec.cpp
 namespace {
 
 struct BenchOpts {

@@ -8,7 +8,7 @@
 #include "runtime/context.h"
 #include "runtime/gemm_layer.h"
 #include "runtime/ops.h"
-#include "tools/bench_timing.h"
+#include "bench/bench_timing.h"
 
 namespace infinipot::cli {
 

@@ -16,7 +16,7 @@ later error (latest_records in engine/nih_results.cpp); a record without "task" 
 passkey task's; trials that ended in an error are not in the totals. Files are read in the
 order given, so a later file's records are the later ones.
 
-Usage: tools/plot_results.py RESULTS.jsonl [MORE.jsonl ...] --out-dir DIR
+Usage: bench/plot_results.py RESULTS.jsonl [MORE.jsonl ...] --out-dir DIR
                              [--ablation CONFIG[,CONFIG...]]
 Exit status 2 for a missing or empty file, a line that is not a JSON record (named), or an
 --ablation config that is in none of the files.

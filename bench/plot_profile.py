@@ -9,7 +9,7 @@
           (columns: prefix, document, question, answer) the KV store holds at the end, as the
           share of the layer's KV heads that hold them.
 
-Usage: tools/plot_profile.py TRACE.json OUT.png
+Usage: bench/plot_profile.py TRACE.json OUT.png
 """
 import json
 import sys

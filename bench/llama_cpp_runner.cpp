@@ -1,4 +1,4 @@
-#include "tools/llama_cpp_runner.h"
+#include "bench/llama_cpp_runner.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
