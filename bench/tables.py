@@ -46,7 +46,10 @@ def read_jsonl(path):
 # ---- nih: the tables `infinipot nih --table-only` prints -----------------------------------
 
 def nih_table(args, binary):
-    out = subprocess.run([binary, "nih", "--table-only", "--out", args.file], capture_output=True, text=True)
+    try:
+        out = subprocess.run([binary, "nih", "--table-only", "--out", args.file], capture_output=True, text=True)
+    except OSError as e:
+        raise SystemExit(f"cannot run {binary} (--infinipot PATH or $INFINIPOT names the binary): {e}")
     if out.returncode != 0:
         raise SystemExit(f"{binary} nih --table-only --out {args.file} failed: {out.stderr.strip()}")
     title = "### %s: %s" % (args.haystack, "pass key found, by length (tokens)" if args.by == "length" else "by depth")
