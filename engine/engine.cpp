@@ -234,7 +234,7 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   const Reading& reading = with_pot ? *find_policy(pot->policy).reading : reading_full_cache();
   ctx_->memory().check_plan(plan, reading.smaller_store(pot ? pot->policy : "", entries) + half_hint);
 
-  model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_));
+  model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_, default_weight_place(*ctx_)));
   kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity, kv_half_);
   forward_ = std::make_unique<Forward>(*ctx_, *model_, *kv_, chunk_);
   forward_->set_round_activations(opts_.round_activations);
@@ -242,7 +242,15 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
 }
 
 nlohmann::json Engine::memory_report() const {
-  return ctx_ ? ctx_->memory().report() : nlohmann::json::object();
+  if (!ctx_) return nlohmann::json::object();
+  nlohmann::json r = ctx_->memory().report();
+  // Where the bytes live: on a device that shares the host's DRAM, its buffers are host
+  // memory (in this process's RSS on PoCL), and the model file's pages left in the page cache
+  // are DRAM too.
+  r["unified_memory"] = ctx_->device().host_unified;
+  if (model_) r["weights_place"] = weight_place_name(model_->place);
+  r["model_file_cached_bytes"] = file_.cached_bytes();
+  return r;
 }
 
 }  // namespace infinipot

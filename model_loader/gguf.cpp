@@ -168,6 +168,29 @@ void GgufFile::read_tensor(const TensorInfo& t, void* dst, uint64_t offset, uint
   }
 }
 
+void GgufFile::drop_cached(const TensorInfo& t) const {
+  if (impl_->fd < 0) return;
+  const uint64_t at = impl_->parsed.data_offset + t.offset;
+  // Advice, never an error: a kernel that ignores it leaves the pages to the page cache's LRU.
+  (void)::posix_fadvise(impl_->fd, static_cast<off_t>(at), static_cast<off_t>(t.n_bytes), POSIX_FADV_DONTNEED);
+}
+
+void GgufFile::drop_cached_data() const {
+  if (impl_->fd < 0) return;
+  const uint64_t at = impl_->parsed.data_offset;
+  (void)::posix_fadvise(impl_->fd, static_cast<off_t>(at), static_cast<off_t>(impl_->size - at), POSIX_FADV_DONTNEED);
+}
+
+uint64_t GgufFile::cached_bytes() const {
+  if (!impl_->mapping) return 0;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((impl_->size + page - 1) / page);
+  if (::mincore(impl_->mapping, impl_->size, resident.data()) != 0) return 0;
+  uint64_t pages = 0;
+  for (unsigned char r : resident) pages += r & 1;
+  return pages * page;
+}
+
 const std::string& GgufFile::path() const { return impl_->label; }
 uint32_t GgufFile::version() const { return impl_->parsed.version; }
 uint64_t GgufFile::alignment() const { return impl_->parsed.alignment; }

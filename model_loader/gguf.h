@@ -98,6 +98,15 @@ class GgufFile {
   // where touching the mapping would kill the process with SIGBUS. What the device upload
   // and everything after open() use.
   void read_tensor(const TensorInfo& t, void* dst, uint64_t offset, uint64_t n) const;
+  // Tells the kernel that the file's pages of this tensor will not be read again (after the
+  // weights went into memory the device shares with the host, they would be a second copy in
+  // DRAM); pages another process still uses stay. No-op for a file opened from memory.
+  void drop_cached(const TensorInfo& t) const;
+  // The same for the whole tensor data section (pages that were still being read ahead when
+  // their tensor was dropped are let go by this second pass).
+  void drop_cached_data() const;
+  // Bytes of the file now held in the page cache (mincore over the mapping); 0 when unknown.
+  uint64_t cached_bytes() const;
 
  private:
   struct Impl;

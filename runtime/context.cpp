@@ -201,6 +201,35 @@ void Context::write(const Buffer& dst, const void* src, size_t bytes, size_t off
   check(status, "clEnqueueWriteBuffer(blocking)");
 }
 
+Context::MappedWrite Context::map_write(const Buffer& dst, size_t bytes, size_t offset) const {
+  cl_int status = injected_write_fault();
+  void* p = nullptr;
+  if (status == CL_SUCCESS)
+    p = clEnqueueMapBuffer(queue_.get(), dst.get(), CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, offset, bytes, 0, nullptr,
+                           nullptr, &status);
+  check(status, "clEnqueueMapBuffer(write)");
+  return MappedWrite(queue_.get(), dst.get(), static_cast<uint8_t*>(p));
+}
+
+Context::MappedWrite::MappedWrite(MappedWrite&& o) noexcept : queue_(o.queue_), mem_(o.mem_), data_(o.data_) {
+  o.data_ = nullptr;
+}
+
+void Context::MappedWrite::unmap() {
+  if (!data_) return;
+  uint8_t* p = data_;
+  data_ = nullptr;
+  cl_int status = clEnqueueUnmapMemObject(queue_, mem_, p, 0, nullptr, nullptr);
+  if (status == CL_SUCCESS) status = clFinish(queue_);
+  check(status, "clEnqueueUnmapMemObject");
+}
+
+Context::MappedWrite::~MappedWrite() {
+  if (!data_) return;
+  // An exception is on its way (the fill failed): hand the region back, report nothing more.
+  if (clEnqueueUnmapMemObject(queue_, mem_, data_, 0, nullptr, nullptr) == CL_SUCCESS) clFinish(queue_);
+}
+
 EventHandle Context::write_async(const Buffer& dst, const void* src, size_t bytes, size_t offset) const {
   if (!bytes) return EventHandle();
   cl_event done = nullptr;

@@ -82,6 +82,27 @@ class Context {
   // A write that returns at once: src must stay as it is until the returned event completes
   // (wait(); any later blocking read or finish() of the in-order queue implies it).
   EventHandle write_async(const Buffer& dst, const void* src, size_t bytes, size_t offset = 0) const;
+  // bytes [offset, offset + n) of dst mapped for writing (CL_MAP_WRITE_INVALIDATE_REGION: the
+  // old contents are not read back), so the host fills the buffer in place; unmap() hands them
+  // back to the device (the destructor does if unmap() was not called). A write for
+  // INFINIPOT_FAULT_WRITE_AT.
+  class MappedWrite {
+   public:
+    MappedWrite(const MappedWrite&) = delete;
+    MappedWrite& operator=(const MappedWrite&) = delete;
+    MappedWrite(MappedWrite&& o) noexcept;
+    ~MappedWrite();
+    uint8_t* data() const { return data_; }
+    void unmap();
+
+   private:
+    friend class Context;
+    MappedWrite(cl_command_queue q, cl_mem mem, uint8_t* data) : queue_(q), mem_(mem), data_(data) {}
+    cl_command_queue queue_ = nullptr;
+    cl_mem mem_ = nullptr;
+    uint8_t* data_ = nullptr;
+  };
+  MappedWrite map_write(const Buffer& dst, size_t bytes, size_t offset = 0) const;
   static void wait(const EventHandle& done);  // no-op for an empty handle
   void copy(const Buffer& src, const Buffer& dst, size_t bytes, size_t src_off = 0, size_t dst_off = 0) const;
   void fill_zero(const Buffer& dst, size_t bytes, size_t offset = 0) const;

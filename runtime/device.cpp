@@ -121,6 +121,7 @@ std::vector<DeviceInfo> list_devices() {
       info.native_float_width = device_val<cl_uint>(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
       info.max_work_group_size = device_val<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       info.extensions = device_str(d, CL_DEVICE_EXTENSIONS);
+      info.host_unified = device_val<cl_bool>(d, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
       info.fp16 = has_ext(info.extensions, "cl_khr_fp16");
       info.exact_divide =
           (device_val<cl_device_fp_config>(d, CL_DEVICE_SINGLE_FP_CONFIG) & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;

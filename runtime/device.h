@@ -26,6 +26,9 @@ struct DeviceInfo {
   uint32_t compute_units = 0;
   uint32_t native_float_width = 0;  // CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 16 on AVX-512, 8 on AVX2
   size_t max_work_group_size = 0;
+  // CL_DEVICE_HOST_UNIFIED_MEMORY: the device's memory is the host's DRAM (phones, boards,
+  // integrated GPUs, PoCL): a buffer filled through a mapping costs no second copy.
+  bool host_unified = false;
   bool fp16 = false;             // cl_khr_fp16
   bool subgroups = false;        // cl_khr_subgroups or cl_intel_subgroups
   // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: -cl-fp32-correctly-rounded-divide-sqrt is accepted

@@ -135,7 +135,7 @@ void DeviceMemory::check_plan(const MemoryPlan& plan, const std::string& hint) c
                     minimum);
 }
 
-Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& label) {
+Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& label, bool in_host_memory) {
   if (bytes == 0) bytes = 4;  // OpenCL rejects empty buffers; keep the accounting exact
   if (accounts_->used_total + bytes > accounts_->budget) {
     MemoryPlan p;
@@ -150,7 +150,7 @@ Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& lab
     throw ClError("buffer " + label + " needs " + format_bytes(bytes) + " in one allocation, more than the device's " +
                   "CL_DEVICE_MAX_MEM_ALLOC_SIZE " + format_bytes(max_alloc_));
   cl_int err = injected_alloc_fault();
-  cl_mem m = err == CL_SUCCESS ? clCreateBuffer(ctx_, CL_MEM_READ_WRITE, bytes, nullptr, &err) : nullptr;
+  cl_mem m = err == CL_SUCCESS ? clCreateBuffer(ctx_, CL_MEM_READ_WRITE | (in_host_memory ? CL_MEM_ALLOC_HOST_PTR : 0), bytes, nullptr, &err) : nullptr;
   if (err != CL_SUCCESS) throw ClError("clCreateBuffer(" + label + ", " + format_bytes(bytes) + ")", err);
   Buffer b;
   b.mem_ = MemHandle(m);

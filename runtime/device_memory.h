@@ -74,8 +74,10 @@ class DeviceMemory {
   DeviceMemory(cl_context ctx, uint64_t budget_bytes, uint64_t max_alloc_bytes);
   // Throws BudgetError if the plan exceeds the budget (nothing is allocated).
   void check_plan(const MemoryPlan& plan, const std::string& hint) const;
-  // Allocates or throws BudgetError (over budget) / ClError (driver refused).
-  Buffer alloc(MemCategory cat, size_t bytes, const std::string& label);
+  // Allocates or throws BudgetError (over budget) / ClError (driver refused). in_host_memory:
+  // CL_MEM_ALLOC_HOST_PTR, memory the host can map without a copy (where the device shares
+  // the host's DRAM); counted like any other buffer.
+  Buffer alloc(MemCategory cat, size_t bytes, const std::string& label, bool in_host_memory = false);
   uint64_t budget() const { return accounts_->budget; }
   uint64_t used_total() const { return accounts_->used_total; }
   uint64_t peak_total() const { return accounts_->peak_total; }

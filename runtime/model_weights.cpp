@@ -34,7 +34,11 @@ void permute_head_rows(std::vector<uint8_t>& data, size_t row_bytes, const std::
 
 // Uploads the row-wise concatenation of tensors sharing type and row length. `head_order`
 // (when not empty) reorders the rows within each head of the parts marked in `permute`.
-ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
+// Where the device shares the host's DRAM (WeightPlace::InPlace), the file is read straight
+// into the mapped buffer and its pages dropped from the page cache: the weights are in DRAM
+// once, not as page cache plus buffer, and no staging copy is made. Elsewhere they go through
+// a staging copy and a write. Both read with checked reads, so a truncated file is an error.
+ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file, WeightPlace place,
                               const std::vector<const gguf::TensorInfo*>& parts, const std::string& label,
                               const std::vector<int>& head_order = {}, const std::vector<bool>& permute = {}) {
   const gguf::TensorInfo& t0 = *parts.front();
@@ -50,7 +54,28 @@ ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
     w.rows += static_cast<int>(t->rows());
     bytes += t->n_bytes;
   }
-  w.buf = ctx.memory().alloc(cl::MemCategory::Weights, bytes, label);
+  const bool in_place = place == WeightPlace::InPlace;
+  w.buf = ctx.memory().alloc(cl::MemCategory::Weights, bytes, label, in_place);
+  if (in_place) {
+    cl::Context::MappedWrite mapped = ctx.map_write(w.buf, bytes);
+    uint64_t offset = 0;
+    std::vector<uint8_t> rows;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      const gguf::TensorInfo* t = parts[p];
+      uint8_t* dst = mapped.data() + offset;
+      file.read_tensor(*t, dst, 0, t->n_bytes);
+      if (!head_order.empty() && permute.at(p)) {
+        rows.assign(dst, dst + t->n_bytes);
+        permute_head_rows(rows, static_cast<size_t>(w.row_bytes), head_order);
+        std::copy(rows.begin(), rows.end(), dst);
+      }
+      cl::to_device_layout(w.type, dst, t->rows(), static_cast<size_t>(w.row_bytes));
+      file.drop_cached(*t);
+      offset += t->n_bytes;
+    }
+    mapped.unmap();
+    return w;
+  }
   uint64_t offset = 0;
   std::vector<uint8_t> staging;
   for (size_t p = 0; p < parts.size(); ++p) {
@@ -65,8 +90,9 @@ ops::DeviceWeight upload_rows(cl::Context& ctx, const gguf::GgufFile& file,
   return w;
 }
 
-ops::DeviceWeight upload_matrix(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t) {
-  return upload_rows(ctx, file, {&t}, t.name);
+ops::DeviceWeight upload_matrix(cl::Context& ctx, const gguf::GgufFile& file, WeightPlace place,
+                                const gguf::TensorInfo& t) {
+  return upload_rows(ctx, file, place, {&t}, t.name);
 }
 
 bool fusable(const std::vector<const gguf::TensorInfo*>& parts) {
@@ -107,41 +133,47 @@ uint64_t device_weight_bytes(const gguf::GgufFile&, const WeightTable& table) {
   return total;
 }
 
+WeightPlace default_weight_place(const cl::Context& ctx) {
+  return ctx.device().host_unified ? WeightPlace::InPlace : WeightPlace::Copied;
+}
+
 DeviceModel upload_model(cl::Context& ctx, const gguf::GgufFile& file, const LlamaConfig& cfg,
-                         const WeightTable& table) {
+                         const WeightTable& table, WeightPlace place) {
   DeviceModel m;
   m.cfg = cfg;
-  m.token_embd = upload_matrix(ctx, file, *table.token_embd);
+  m.place = place;
+  m.token_embd = upload_matrix(ctx, file, place, *table.token_embd);
   m.output_norm = upload_f32(ctx, file, *table.output_norm);
   m.output_tied = table.output == table.token_embd;
-  if (!m.output_tied) m.output = upload_matrix(ctx, file, *table.output);
+  if (!m.output_tied) m.output = upload_matrix(ctx, file, place, *table.output);
   const std::vector<int> order = cfg.rope_neox ? neox_to_adjacent(cfg.head_dim, cfg.n_rot) : std::vector<int>{};
   for (const auto& l : table.layers) {
     DeviceLayer d;
     d.attn_norm = upload_f32(ctx, file, *l.attn_norm);
     const std::string blk = "blk." + std::to_string(m.layers.size());
     if (fusable({l.wq, l.wk, l.wv})) {
-      d.wqkv = upload_rows(ctx, file, {l.wq, l.wk, l.wv}, blk + ".attn_qkv", order, {true, true, false});
+      d.wqkv = upload_rows(ctx, file, place, {l.wq, l.wk, l.wv}, blk + ".attn_qkv", order, {true, true, false});
     } else {
-      d.wq = upload_rows(ctx, file, {l.wq}, l.wq->name, order, {true});
-      d.wk = upload_rows(ctx, file, {l.wk}, l.wk->name, order, {true});
-      d.wv = upload_matrix(ctx, file, *l.wv);
+      d.wq = upload_rows(ctx, file, place, {l.wq}, l.wq->name, order, {true});
+      d.wk = upload_rows(ctx, file, place, {l.wk}, l.wk->name, order, {true});
+      d.wv = upload_matrix(ctx, file, place, *l.wv);
     }
     if (l.q_norm) d.q_norm = upload_f32(ctx, file, *l.q_norm, order);
     if (l.k_norm) d.k_norm = upload_f32(ctx, file, *l.k_norm, order);
     if (l.post_attn_norm) d.post_attn_norm = upload_f32(ctx, file, *l.post_attn_norm);
     if (l.post_ffn_norm) d.post_ffn_norm = upload_f32(ctx, file, *l.post_ffn_norm);
-    d.wo = upload_matrix(ctx, file, *l.wo);
+    d.wo = upload_matrix(ctx, file, place, *l.wo);
     d.ffn_norm = upload_f32(ctx, file, *l.ffn_norm);
     if (fusable({l.w_gate, l.w_up})) {
-      d.w_gate_up = upload_rows(ctx, file, {l.w_gate, l.w_up}, blk + ".ffn_gate_up");
+      d.w_gate_up = upload_rows(ctx, file, place, {l.w_gate, l.w_up}, blk + ".ffn_gate_up");
     } else {
-      d.w_gate = upload_matrix(ctx, file, *l.w_gate);
-      d.w_up = upload_matrix(ctx, file, *l.w_up);
+      d.w_gate = upload_matrix(ctx, file, place, *l.w_gate);
+      d.w_up = upload_matrix(ctx, file, place, *l.w_up);
     }
-    d.w_down = upload_matrix(ctx, file, *l.w_down);
+    d.w_down = upload_matrix(ctx, file, place, *l.w_down);
     m.layers.push_back(std::move(d));
   }
+  if (place == WeightPlace::InPlace) file.drop_cached_data();
   return m;
 }
 

@@ -33,8 +33,17 @@ struct DeviceLayer {
   bool gate_up_fused() const { return static_cast<bool>(w_gate_up.buf); }
 };
 
+// Where the matrices' bytes live. InPlace: in buffers the host maps (CL_MEM_ALLOC_HOST_PTR),
+// read from the file straight into them and the file's pages then dropped, for devices that
+// share the host's DRAM (CL_DEVICE_HOST_UNIFIED_MEMORY), where a copied weight would sit in
+// DRAM twice (page cache and buffer). Copied: a staging copy written to device buffers (a
+// discrete GPU's own memory). The bytes on the device are the same either way.
+enum class WeightPlace { InPlace, Copied };
+inline const char* weight_place_name(WeightPlace p) { return p == WeightPlace::InPlace ? "in_place" : "copied"; }
+
 struct DeviceModel {
   LlamaConfig cfg;
+  WeightPlace place = WeightPlace::Copied;
   ops::DeviceWeight token_embd;  // [n_vocab rows][n_embd]
   cl::Buffer output_norm;        // [n_embd] float
   ops::DeviceWeight output;      // [n_vocab rows][n_embd]; shares token_embd's buffer when tied
@@ -50,7 +59,9 @@ uint64_t device_weight_bytes(const gguf::GgufFile& file, const WeightTable& tabl
 // rows of wq and wk (and the QK-norm weights) are reordered within each head so that element
 // i + n_rot/2 sits next to element i: the runtime's adjacent-pair RoPE then rotates exactly the
 // pairs NEOX RoPE rotates, and q.k is unchanged (both sides permuted alike; v is not touched).
+// InPlace where the device shares the host's memory, Copied elsewhere.
+WeightPlace default_weight_place(const cl::Context& ctx);
 DeviceModel upload_model(cl::Context& ctx, const gguf::GgufFile& file, const LlamaConfig& cfg,
-                         const WeightTable& table);
+                         const WeightTable& table, WeightPlace place);
 
 }  // namespace infinipot

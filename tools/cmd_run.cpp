@@ -10,6 +10,7 @@
 #include "pot/policy_registry.h"
 #include "tools/cli_common.h"
 #include "tools/cmd_run.h"
+#include "tools/host_usage.h"
 #include "tools/progress.h"
 
 namespace infinipot::cli {
@@ -220,6 +221,10 @@ void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json
                         {"peak_device_bytes", mem["peak"]},
                         {"device_mem_budget", mem["budget"]},
                         {"device_bytes", by_cat},
+                        {"host_peak_rss", host_peak_rss()},
+                        {"unified_memory", mem.value("unified_memory", false)},
+                        {"weights_place", mem.value("weights_place", "")},
+                        {"model_file_cached_bytes", mem.value("model_file_cached_bytes", uint64_t(0))},
                         {"kv_type", engine.kv_half() ? "f16" : "f32"},
                         {"round_activations", engine.options().round_activations},
                         {"device", engine.context().device().name}};
@@ -249,6 +254,12 @@ void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json
     first = false;
   }
   std::fprintf(stderr, ")\n");
+  // What DRAM holds beside the process on a device that shares it: the file's cached pages.
+  std::fprintf(stderr, "--- host peak RSS %s; %s; model file in the page cache %s\n",
+               cl::format_bytes(static_cast<uint64_t>(host_peak_rss())).c_str(),
+               mem.value("unified_memory", false) ? "device memory is the host's (unified): its buffers are in that RSS"
+                                                  : "device memory is the device's own",
+               cl::format_bytes(mem.value("model_file_cached_bytes", uint64_t(0))).c_str());
 }
 
 }  // namespace

@@ -153,23 +153,35 @@ TEST(CliOpenCl, OutOfResourcesMidGenerationIsAClearError) {
   EXPECT_TRUE(fails_cleanly(p, {"clEnqueueNDRangeKernel(", "CL_OUT_OF_RESOURCES"}, 1));
 }
 
-// A host-to-device write that fails (INFINIPOT_FAULT_WRITE_AT): the first weight upload (a
-// blocking write), and a token upload of a decode step (the non-blocking writes of eval). For
-// this run SmolLM2's load makes 272 writes, the prompt's chunk 2, then each decode step 2 (its
-// token id and RoPE table; a prompt whose answer runs past 16 tokens, so no EOS cuts it short):
-// the 295th is the eleventh step's.
+// A host-to-device write that fails (INFINIPOT_FAULT_WRITE_AT): the first weight upload, and
+// a token upload of a decode step (the non-blocking writes of eval). SmolLM2's load makes 272
+// writes where weights are copied: 61 norm vectors and 211 matrix parts (q|k|v and gate|up
+// fused from 3 and 2 parts); where the device shares the host's memory (PoCL) each of the 121
+// matrices is filled through one mapping instead, 182 in all. Then the prompt's chunk takes 2
+// and each decode step 2 (its token id and RoPE table; a prompt whose answer runs past 16
+// tokens, so no EOS cuts it short): the write 23 after the load is the eleventh step's.
 TEST(CliOpenCl, AFailedUploadIsAClearError) {
   const std::string model = test::real_model_path();
   ASSERT_FALSE(model.empty());
   const std::vector<std::string> args{"run", "-m", model, "-p", "Write a long story about a cat.", "-n", "16"};
+  auto clean = run_infinipot(args);
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  const bool in_place = clean.err.find("(unified)") != std::string::npos;
+  const int load_writes = in_place ? 182 : 272;
   test::ProcOptions opts;
   opts.env["INFINIPOT_FAULT_WRITE_AT"] = "1";
   auto load = run_infinipot(args, opts);
-  EXPECT_TRUE(fails_cleanly(load, {"clEnqueueWriteBuffer(blocking)", "CL_OUT_OF_RESOURCES"}, 1));
-  opts.env["INFINIPOT_FAULT_WRITE_AT"] = "295";
+  EXPECT_TRUE(fails_cleanly(load, {in_place ? "clEnqueueMapBuffer(write)" : "clEnqueueWriteBuffer(blocking)",
+                                   "CL_OUT_OF_RESOURCES"}, 1));
+  opts.env["INFINIPOT_FAULT_WRITE_AT"] = std::to_string(load_writes + 23);
   auto decode = run_infinipot(args, opts);
   EXPECT_TRUE(fails_cleanly(decode, {"clEnqueueWriteBuffer(non-blocking)", "CL_OUT_OF_RESOURCES"}, 1));
   EXPECT_NE(decode.out.size(), 0u) << "the fault should come after the answer began";
+  // One write before the decode's: still inside the load, nothing written to stdout.
+  opts.env["INFINIPOT_FAULT_WRITE_AT"] = std::to_string(load_writes);
+  auto last_load = run_infinipot(args, opts);
+  EXPECT_TRUE(fails_cleanly(last_load, {"CL_OUT_OF_RESOURCES"}, 1));
+  EXPECT_EQ(last_load.out.size(), 0u) << "the load's last write fails before any answer";
 }
 
 // ---- A kernel that fails to compile ----------------------------------------------------
