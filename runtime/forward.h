@@ -15,6 +15,7 @@
 #include "runtime/context.h"
 #include "runtime/gemm_layer.h"
 #include "runtime/model_weights.h"
+#include "runtime/ops.h"
 
 namespace infinipot {
 

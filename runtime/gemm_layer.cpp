@@ -3,6 +3,9 @@
 #include <clblast.h>
 
 #include "runtime/cl_error.h"
+#include "runtime/ops/dequant.h"
+#include "runtime/ops/gemm.h"
+#include "runtime/ops/gemm_native.h"
 
 namespace infinipot {
 namespace {

@@ -10,7 +10,7 @@
 #pragma once
 #include <string>
 #include "runtime/context.h"
-#include "runtime/ops.h"
+#include "runtime/ops/device_weight.h"
 
 namespace infinipot {
 

@@ -3,7 +3,8 @@
 #include <string>
 
 #include "runtime/cl_error.h"
-#include "runtime/ops.h"
+#include "runtime/ops/kv_cache.h"
+#include "runtime/ops/rope.h"
 
 namespace infinipot {
 

@@ -6,7 +6,7 @@
 #include "model_loader/gguf.h"
 #include "model_loader/model_config.h"
 #include "runtime/context.h"
-#include "runtime/ops.h"
+#include "runtime/ops/device_weight.h"
 
 namespace infinipot {
 

@@ -26,7 +26,7 @@ namespace infinipot::testing_support {
 
 // The context a user gets without --device (PoCL on the CPU in CI), but with the decode
 // products on the portable float path even where the CPU's own 8-bit dot would take them
-// (tuning matvec_native_dot; test_kernels_native_dot.cpp tests that path against its own
+// (tuning matvec_native_dot; test_native_dot.cpp tests that path against its own
 // integer reference). Created once per process: PoCL compiles each kernel variant the first
 // time it is asked for.
 inline cl::Context& shared_context() {

@@ -324,7 +324,7 @@ TEST(ModelReferenceNativeGemm, PrefillMatchesTheFloatGemmAndLlamaCpp) {
 // decode_layer_launch: a decode row's every block in one launch (decode_layer.cl), against the
 // five launches a block of the same products in the native dot: every reference prompt decoded
 // token by token to the same logits, bit for bit (the kernel runs the same functions on the
-// same inputs; test_kernels_decode_layer.cpp checks it against the CPU reference), in one
+// same inputs; test_decode_layer.cpp checks it against the CPU reference), in one
 // launch per layer plus the embedding and the final norm (counted from a kernel trace).
 TEST(ModelReferenceDecodeLayer, OneLaunchABlockDecodesTheSameBits) {
   const nlohmann::json five = {{"matvec_int8", nlohmann::json::array()},

@@ -1,7 +1,7 @@
 // Real-model files rewritten to hold what no shipped model has. (1) Weight types:
 // SmolLM2-135M-Instruct's weights rewritten as BF16, and as a Q5_K_M-like mix (Q5_K where
 // rows are whole 256-element super-blocks, Q5_1 elsewhere). The kernels are checked against the host reference one by
-// one (test_kernels_weights.cpp); this checks whole forward passes: each file reads the text
+// one (test_dequant.cpp, test_matvec.cpp); this checks whole forward passes: each file reads the text
 // as its F16 twin (the same values, dequantized by the host reference) does. Requantizing
 // Q4_1's values onto a 5-bit grid costs accuracy of its own (perplexity 3.46 -> 5.0 here), so
 // the Q5 file is not compared with the original. (2) Llama 3's RoPE frequency factors
@@ -103,7 +103,7 @@ TEST(RetypedModel, Bf16AndQ5MixesReadTheTextAsTheirF16TwinsDo) {
 // Llama 3's RoPE frequency factors reach the forward pass: SmolLM2 with factors that are all 1
 // reads the text exactly as the file without them; with the slow pairs turned 8 times slower
 // (as Llama 3.2's are 32 times) it reads it differently. The factors' arithmetic itself is
-// checked kernel by kernel (test_kernels_layers.cpp) and through the pot's re-rotation
+// checked kernel by kernel (test_rope.cpp) and through the pot's re-rotation
 // (test_memory_pot.cpp, CrRope ..._RopeFactors).
 TEST(RopeFactorsOnARealModel, ReachTheForwardPass) {
   const std::string model = test::real_model_path();

@@ -1,7 +1,7 @@
 // Plain C++ references for every OpenCL kernel in cl_kernels/. They favour being obviously
 // correct over being fast: loops in the textbook order, sums and transcendental functions in
 // double, weights decoded by quant::dequantize_row. Layouts match the kernel headers and the
-// launchers in runtime/ops.h ("[n][k]" = n rows of k floats, row-major).
+// launchers in runtime/ops/ ("[n][k]" = n rows of k floats, row-major).
 #pragma once
 #include <cstdint>
 #include <vector>

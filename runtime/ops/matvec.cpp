@@ -1,44 +1,22 @@
-// Launchers for the kernels that read GGUF-encoded weights: embedding.cl, matvec.cl (with its
-// decode fusions: norm, GLU, RoPE + KV store), matvec_q8.cl, dequant.cl.
+// Launchers of matvec.cl (with its decode fusions: norm, GLU, RoPE + KV store).
+#include "runtime/ops/matvec.h"
+
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "model_loader/quant.h"
-#include "runtime/cl_error.h"
-#include "runtime/ops.h"
+#include "runtime/ops/detail.h"
+#include "runtime/ops/matvec_q8.h"
 
 namespace infinipot::ops {
-std::string wtype_option(gguf::TensorType t) {
-  const uint32_t id = static_cast<uint32_t>(t);
-  if (!quant::is_known_type(id) || !quant::traits(t).on_device)
-    throw cl::ClError("no device kernel for weight type id " + std::to_string(id) +
-                      " (supported on device: " + quant::device_type_names() + ")");
-  return "-DWTYPE=" + std::to_string(id);
-}
 
-namespace {
+using detail::kRowsPerItem;
+using detail::launch_rows;
+using detail::require;
 
-// The message is text the caller has at hand (a literal): no string is made unless it fails,
-// since decode checks its launches every token.
-void require(bool ok, const char* what) {
-  if (!ok) throw cl::ClError(std::string("invalid launch: ") + what);
-}
-void require(bool ok, const char* launcher, const char* what) {
-  if (!ok) throw cl::ClError(std::string("invalid launch: ") + launcher + what);
-}
-
-}  // namespace
-
-size_t panel_floats(int rows, int cols) { return cl::round_up(rows, 16) * static_cast<size_t>(cols); }
-
-void embed(Context& c, const DeviceWeight& table, const Buffer& ids, int n, Buffer& out) {
-  require(table.cols % 8 == 0, "embedding width must be a multiple of 8");
-  require(out.bytes() >= size_t(n) * table.cols * 4, "embed: output buffer too small");
-  c.kernel({"embed_rows", {int64_t(table.type)}}, "quant_formats.cl+embedding.cl", "embed_rows",
-           [&] { return wtype_option(table.type); })
-      .args(table.buf, table.row_bytes, ids, table.cols, out)
-      .launch(c.queue(), {size_t(table.cols / 8), size_t(n)});
-}
+constexpr const char* kSources =
+    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+rope.cl+native_dot.cl+matvec.cl";
 
 bool matvec_native(const Context& c, const DeviceWeight& W) {
   const int local = c.tuning().matvec_native_local;
@@ -55,15 +33,6 @@ bool matvec_native(const Context& c, const DeviceWeight& W) {
 // matvec.cl's work-group size for W's products.
 static int matvec_local_of(const Context& c, const DeviceWeight& W) {
   return matvec_native(c, W) ? c.tuning().matvec_native_local : c.tuning().matvec_local;
-}
-
-// Grid of the decode products: `per_item` outputs of one input row per work-item, the input
-// rows on dimension 1, work-groups of the tuned size (matvec_native_local for W's products in
-// the native dot, whose work-groups each quantize the input row first).
-static void launch_rows(Context& c, cl::Kernel& k, int local, int n_out, int per_item, int n_rows) {
-  const size_t items = (n_out + per_item - 1) / per_item;
-  if (local > 1) k.launch(c.queue(), {items, size_t(n_rows)}, {size_t(local), 1});
-  else k.launch(c.queue(), {items, size_t(n_rows)});
 }
 
 static void check_matvec(const DeviceWeight& W, const Buffer& x, int n_rows, const RowNorm& norm, const char* what) {
@@ -85,9 +54,6 @@ static std::string matvec_options(Context& c, const DeviceWeight& W, const RowNo
                  : "");
 }
 
-constexpr const char* kMatvecFiles =
-    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+rope.cl+native_dot.cl+matvec.cl";
-
 // What matvec_options reads of a launch, beyond the context's device and tuning (the key of
 // Context's kernel lookup without options text), with the variant's own options text: a
 // string literal per variant, its address part of the key.
@@ -101,14 +67,13 @@ static Context::LaunchKey matvec_key(const char* site, const DeviceWeight& W, co
 static void launch_float_matvec(Context& c, const char* opts, const DeviceWeight& W, const DeviceWeight& Wu,
                                 int up_row0, int n_out, int per_item, const Buffer& x, const RowNorm& norm,
                                 int n_rows, Buffer& y, int ldy, size_t y_offset) {
-  auto k = c.kernel(matvec_key("matvec", W, norm, opts), kMatvecFiles, "matvec",
+  auto k = c.kernel(matvec_key("matvec", W, norm, opts), kSources, "matvec",
                     [&] { return matvec_options(c, W, norm) + opts; });
   k.args(W.buf, W.row_bytes, n_out, W.cols, x, n_rows, y, static_cast<int>(y_offset), ldy, Wu.buf, up_row0,
          norm.w ? *norm.w : x, norm.eps);
   launch_rows(c, k, matvec_local_of(c, W), n_out, per_item, n_rows);
 }
 
-constexpr int kRowsPerItem = 4;  // ROWS in matvec.cl and matvec_q8.cl
 constexpr int kGluOutsPerItem = 2;  // OUTS of matvec.cl's GLU variants
 
 void matvec(Context& c, const DeviceWeight& W, const Buffer& x, int n_rows, Buffer& y, int ldy, bool accumulate,
@@ -150,69 +115,11 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
   const size_t cache_bytes = size_t(kv.n_kv_heads) * kv.cap * kv.head_dim * (kv.kv_half ? 2 : 4);
   require(kv.k_cache->bytes() >= cache_bytes && kv.v_cache->bytes() >= cache_bytes, "matvec_qkv_rope: cache too small");
   const char* opts = kv.kv_half ? " -DROPE_KV -DKV_HALF" : " -DROPE_KV";
-  auto k = c.kernel(matvec_key("matvec_qkv_rope", W, norm, opts), kMatvecFiles, "matvec",
+  auto k = c.kernel(matvec_key("matvec_qkv_rope", W, norm, opts), kSources, "matvec",
                     [&] { return matvec_options(c, W, norm) + opts; });
   k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
          *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
   launch_rows(c, k, matvec_local_of(c, W), W.rows, kRowsPerItem, n_rows);
 }
-
-size_t q8_bytes(int n_rows, int k) { return size_t(n_rows) * (k / 32) * kQ8BlockBytes; }
-
-bool matvec_q8_supports(gguf::TensorType t) {
-  return t == gguf::TensorType::Q4_0 || t == gguf::TensorType::Q4_1 || t == gguf::TensorType::Q8_0;
-}
-
-void quantize_q8(Context& c, const Buffer& x, int n_rows, int k, Buffer& xq) {
-  require(n_rows >= 1 && k >= 32 && k % 32 == 0, "quantize_q8: K must be a positive multiple of 32");
-  require(x.bytes() >= size_t(n_rows) * k * 4, "quantize_q8: input too small");
-  require(xq.bytes() >= q8_bytes(n_rows, k), "quantize_q8: output too small");
-  // The kernel is the same for every weight type; WTYPE only satisfies quant_formats.cl.
-  // The scales and quotients must round as the C++ reference's (and llama.cpp's) do.
-  c.kernel("quant_formats.cl+matvec_q8.cl", "quantize_q8", wtype_option(gguf::TensorType::Q8_0) + c.exact_divide_option())
-      .args(x, k, n_rows, xq)
-      .launch(c.queue(), {size_t(k / 32), size_t(n_rows)});
-}
-
-void matvec_q8(Context& c, const DeviceWeight& W, const Buffer& xq, int n_rows, Buffer& y, int ldy, bool accumulate,
-               size_t y_offset) {
-  require(matvec_q8_supports(W.type), "matvec_q8: no integer kernel for ", quant::traits(W.type).name);
-  require(n_rows >= 1 && n_rows <= 4, "matvec_q8 handles 1..4 rows");
-  require(W.cols % 32 == 0, "matvec_q8: K must be a multiple of 32");
-  require(xq.bytes() >= q8_bytes(n_rows, W.cols), "matvec_q8: input too small");
-  require(y.bytes() >= (y_offset + size_t(n_rows - 1) * ldy + W.rows) * 4, "matvec_q8: output too small");
-  auto k = c.kernel("quant_formats.cl+matvec_q8.cl", "matvec_q8", wtype_option(W.type) + (accumulate ? " -DACCUM" : ""));
-  k.args(W.buf, W.row_bytes, W.rows, W.cols, xq, n_rows, y, static_cast<int>(y_offset), ldy);
-  launch_rows(c, k, c.tuning().matvec_local, W.rows, kRowsPerItem, n_rows);
-}
-
-static void dequant_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp, size_t offset) {
-  require(W.cols % 8 == 0, "dequant: K must be a multiple of 8");
-  require(row0 >= 0 && n_rows > 0 && row0 + n_rows <= W.rows, "dequant: row range outside the matrix");
-  require(Bp.bytes() >= (offset + panel_floats(n_rows, W.cols)) * 4, "dequant_to_panels: output too small");
-  const int rows_pad = static_cast<int>(cl::round_up(n_rows, 16));
-  c.kernel("quant_formats.cl+dequant.cl", "dequant_to_panels", wtype_option(W.type))
-      .args(W.buf, W.row_bytes, row0, n_rows, W.cols, Bp, static_cast<int>(offset), rows_pad)
-      .launch(c.queue(), {size_t(W.cols / 8), size_t(rows_pad)});
-}
-
-void dequant_to_panels(Context& c, const DeviceWeight& W, Buffer& Bp, size_t offset) {
-  dequant_panels(c, W, 0, W.rows, Bp, offset);
-}
-
-void dequant_rows_to_panels(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& Bp) {
-  dequant_panels(c, W, row0, n_rows, Bp, 0);
-}
-
-void dequant_row_range(Context& c, const DeviceWeight& W, int row0, int n_rows, Buffer& out) {
-  require(W.cols % 8 == 0, "dequant: K must be a multiple of 8");
-  require(row0 >= 0 && n_rows > 0 && row0 + n_rows <= W.rows, "dequant: row range outside the matrix");
-  require(out.bytes() >= size_t(n_rows) * W.cols * 4, "dequant_rows: output too small");
-  c.kernel("quant_formats.cl+dequant.cl", "dequant_rows", wtype_option(W.type))
-      .args(W.buf, W.row_bytes, row0, W.cols, out)
-      .launch(c.queue(), {size_t(W.cols / 8), size_t(n_rows)});
-}
-
-void dequant_rows(Context& c, const DeviceWeight& W, Buffer& out) { dequant_row_range(c, W, 0, W.rows, out); }
 
 }  // namespace infinipot::ops

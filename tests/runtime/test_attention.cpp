@@ -1,6 +1,6 @@
 // attention.cl (causal GQA attention with log-sum-exp, attention mass) against the CPU
 // references in tests/support/cpu_ref.h, including attention over a cache compacted by
-// kv_gather the way the pot compacts it (kv_gather's own test is in test_kernels_layers.cpp).
+// kv_gather the way the pot compacts it (kv_gather's own test is in test_kv_cache.cpp).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "model_loader/quant.h"
+#include "runtime/ops/attention.h"
 #include "tests/runtime/kernel_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"
@@ -379,7 +380,7 @@ TEST_F(AttentionKernel, AttentionMassMatchesReference) {
 // arrays: a chunk of 1,024 rows with Gemma 3's 256-float heads (`--chunk` up to 64K) and the
 // attention mass over a 16K-entry cache (SnapKV's one selection over a whole input). Left to
 // choose, PoCL made each launch one work-group on one thread's 8 MiB stack, and both crashed
-// the process (ops_layers.cpp, attention_group). Rows are checked against the reference at
+// the process (runtime/ops/attention.cpp, attention_group). Rows are checked against the reference at
 // the chunk's ends and middle, so the check costs a few rows of reference, not the whole chunk.
 TEST_F(AttentionKernel, BigChunksAndLongCachesRunAndMatchTheReference) {
   std::vector<std::pair<std::string, std::unique_ptr<cl::Context>>> variants;

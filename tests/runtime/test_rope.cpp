@@ -1,5 +1,6 @@
-// The per-layer kernels (norm.cl, rope.cl, elementwise.cl, kv_cache.cl, cross_entropy.cl)
-// against their CPU references in tests/support/cpu_ref.h.
+// rope.cl (RoPE with the KV store from the host's angle table, and the pot's re-rotation of
+// cached keys by a position delta) against ref::rope_store_kv and ref::rope_shift in
+// tests/support/cpu_ref.h.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -8,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cl_error.h"
-#include "runtime/sampling.h"
+#include "runtime/ops/rope.h"
 #include "tests/runtime/kernel_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"
@@ -20,10 +21,6 @@ using testing_support::all_close;
 using testing_support::random_floats;
 
 constexpr double kUlp = 1.0 / (1 << 23);  // float epsilon, 2^-23
-
-// RMSNorm: the fp32 sum of n squares (relative error ~sqrt(n) ulp, 24 ulp for n = 576), rsqrt
-// (<= 2 ulp in OpenCL) and two products. Relative to each output: 1e-5 = 84 ulp, ~3x headroom.
-constexpr double kNormRelTol = 1e-5;
 
 // RoPE from a position delta (rope_shift): the kernel forms angle = d * pow(theta, -2i/n_rot)
 // in fp32. OpenCL allows pow 16 ulp and the product adds 1/2 ulp, so the angle is off by up to
@@ -44,106 +41,10 @@ double rope_tol(double pos) { return (kRopeAngleUlps * kUlp * std::fabs(pos) + k
 // kRopeTableUlps = 4 ulp * L (2x headroom).
 constexpr double kRopeTableUlps = 4;
 
-// SwiGLU: exp (<= 3 ulp), 1 + e, a division (<= 2.5 ulp) and a product: relative 2e-6 = 16 ulp.
-constexpr double kSwigluRelTol = 2e-6;
-
-// GEGLU (tanh): tanh (<= 5 ulp in OpenCL) and a few products, relative 2e-6 as SwiGLU; but
-// 1 + tanh(z) cancels for z << 0 (the result is then tiny), so each output may also be off by
-// ~2 ulp of 0.5 |g u| absolutely: kGegluAbsUlps * ulp * |g u|.
-constexpr double kGegluAbsUlps = 2;
-
-// Copies (kv_gather; the values and unrotated columns rope_store_kv moves) are bit-exact.
+// Copies (the values and unrotated columns rope_store_kv moves) are bit-exact.
 constexpr double kExactTol = 0.0;
 
-// Cross-entropy: fp32 sums of up to `tile` exponentials in [0, 1] (relative error ~sqrt(tile) ulp,
-// 2.3e-6 for 384) become the same absolute error after log, plus the rounding of lse itself
-// (|lse| * 6e-8). |err| <= kCeTol * (1 + |value|) leaves ~4x headroom.
-constexpr double kCeTol = 1e-5;
-
 class LayerKernel : public testing_support::KernelTest {};
-
-// ---- norm.cl ------------------------------------------------------------------------------
-
-void check_rms_norm(cl::Context& c, const std::string& what) {
-  for (int n : {100, 576}) {
-    const int n_rows = 3;
-    const float eps = 1e-5f;
-    std::vector<float> x = random_floats(size_t(n_rows) * n, 100 + n, -3.0f, 3.0f);
-    for (int i = 0; i < n; ++i) x[size_t(2) * n + i] *= 1e-3f;  // mean square ~3e-6: eps matters
-    const std::vector<float> w = random_floats(n, 101 + n, 0.5f, 1.5f);
-    std::vector<float> expect(x.size());
-    ref::rms_norm(x.data(), w.data(), expect.data(), n_rows, n, eps);
-    auto tol = [&](size_t i) { return kNormRelTol * std::fabs(expect[i]); };
-
-    auto d_x = testing_support::upload(c, x);
-    auto d_w = testing_support::upload(c, w);
-    auto d_out = c.memory().alloc(cl::MemCategory::Scratch, x.size() * 4, "norm out");
-    ops::rms_norm(c, d_x, d_w, d_out, n_rows, n, eps);
-    EXPECT_TRUE(all_close(what + " n=" + std::to_string(n), testing_support::download(c, d_out, x.size()), expect, tol));
-    ops::rms_norm(c, d_x, d_w, d_x, n_rows, n, eps);  // x and out may alias
-    EXPECT_TRUE(all_close(what + " in place n=" + std::to_string(n), testing_support::download(c, d_x, x.size()),
-                          expect, tol));
-  }
-}
-
-TEST_F(LayerKernel, RmsNormMatchesReference) { check_rms_norm(ctx(), "rms_norm"); }
-
-// Gemma's post-norms: out += rmsnorm(x) * w, added into the residual stream in one pass.
-TEST_F(LayerKernel, RmsNormAddMatchesReference) {
-  const int n_rows = 3, n = 640;
-  const float eps = 1e-6f;
-  const std::vector<float> x = random_floats(size_t(n_rows) * n, 110, -3.0f, 3.0f);
-  const std::vector<float> w = random_floats(n, 111, 0.5f, 1.5f);
-  const std::vector<float> out0 = random_floats(x.size(), 112, -2.0f, 2.0f);
-  std::vector<float> normed(x.size()), expect(x.size());
-  ref::rms_norm(x.data(), w.data(), normed.data(), n_rows, n, eps);
-  for (size_t i = 0; i < x.size(); ++i) expect[i] = out0[i] + normed[i];
-  auto d_x = upload(x);
-  auto d_w = upload(w);
-  auto d_out = upload(out0);
-  ops::rms_norm_add(ctx(), d_x, d_w, d_out, n_rows, n, eps);
-  // The norm's relative error, plus the rounding of the sum (1/2 ulp of |out|).
-  EXPECT_TRUE(all_close("rms_norm_add", download_all(d_out), expect, [&](size_t i) {
-    return kNormRelTol * std::fabs(normed[i]) + kUlp * std::fabs(expect[i]);
-  }));
-  EXPECT_THROW(ops::rms_norm_add(ctx(), d_out, d_w, d_out, n_rows, n, eps), cl::ClError) << "aliased";
-}
-
-// QK-norm: each head of the q part (and, separately, the k part) of fused q|k|v rows is
-// normalised over head_dim in place; the other columns must be left bit-identical.
-TEST_F(LayerKernel, RmsNormHeadsMatchesReference) {
-  const int n_tokens = 5, n_head = 3, n_kv = 1, head_dim = 48, ld = (n_head + 2 * n_kv) * head_dim + 4;
-  const float eps = 1e-6f;
-  const std::vector<float> qkv = random_floats(size_t(n_tokens) * ld, 120, -3.0f, 3.0f);
-  const std::vector<float> wq = random_floats(head_dim, 121, 0.5f, 1.5f), wk = random_floats(head_dim, 122, 0.5f, 1.5f);
-  std::vector<float> expect = qkv;
-  for (int t = 0; t < n_tokens; ++t)
-    for (int h = 0; h < n_head + n_kv; ++h) {
-      float* head = expect.data() + size_t(t) * ld + size_t(h) * head_dim;
-      std::vector<float> in(head, head + head_dim);
-      ref::rms_norm(in.data(), (h < n_head ? wq : wk).data(), head, 1, head_dim, eps);
-    }
-  auto d_qkv = upload(qkv);
-  auto d_wq = upload(wq);
-  auto d_wk = upload(wk);
-  ops::rms_norm_heads(ctx(), d_qkv, ld, 0, n_head, head_dim, n_tokens, d_wq, eps);
-  ops::rms_norm_heads(ctx(), d_qkv, ld, n_head * head_dim, n_kv, head_dim, n_tokens, d_wk, eps);
-  EXPECT_TRUE(all_close("rms_norm_heads", download_all(d_qkv), expect, [&](size_t i) {
-    return int(i % ld) < (n_head + n_kv) * head_dim ? kNormRelTol * std::fabs(expect[i]) : kExactTol;
-  }));
-  EXPECT_THROW(ops::rms_norm_heads(ctx(), d_qkv, ld, ld - head_dim + 1, 1, head_dim, n_tokens, d_wq, eps),
-               cl::ClError) << "head past the row";
-}
-
-// GPUs reduce each row with a work-group of 64 (norm_local); the CPU tuning uses 1.
-TEST(RmsNormWorkGroups, Local64MatchesReference) {
-  std::unique_ptr<cl::Context> c;
-  ASSERT_NO_THROW(c = testing_support::context_with_work_groups(64)) << "the kernel tests need an OpenCL device";
-  ASSERT_EQ(c->tuning().norm_local, 64);
-  check_rms_norm(*c, "rms_norm local=64");
-}
-
-// ---- rope.cl ------------------------------------------------------------------------------
 
 // Tolerance for the pair containing element `col` of a row, whose rotation was by `pos`
 // positions; columns outside the rotated pairs must be bit-identical.
@@ -379,151 +280,6 @@ TEST_F(LayerKernel, RopeShiftOfRopeEqualsRopeAtShiftedPosition) {
   ops::rope_shift(ctx(), d_k, s.n_heads, s.cap, s.head_dim, s.n_rot, d_delta, s.n_slots, d_table);
   auto tol = [&](size_t i) { return s.tol(expect, i, rope_tol(s.delta[i / s.head_dim])); };
   EXPECT_TRUE(all_close("rope_shift(rope(k, p), d) vs rope(k, p + d)", download_all(d_k), expect, tol));
-}
-
-// ---- elementwise.cl -----------------------------------------------------------------------
-
-TEST_F(LayerKernel, SwigluMatchesReference) {
-  const int n_rows = 3, n_ff = 100;
-  const std::vector<float> gu = random_floats(size_t(n_rows) * 2 * n_ff, 400, -8.0f, 8.0f);
-  auto d_gu = upload(gu);
-  auto d_act = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n_rows) * n_ff * 4, "act");
-  ops::swiglu(ctx(), d_gu, n_rows, n_ff, d_act);
-  std::vector<float> expect(size_t(n_rows) * n_ff);
-  ref::swiglu(gu.data(), n_rows, n_ff, expect.data());
-  EXPECT_TRUE(all_close("swiglu", download_all(d_act), expect,
-                        [&](size_t i) { return kSwigluRelTol * std::fabs(expect[i]); }));
-}
-
-TEST_F(LayerKernel, GegluTanhMatchesReference) {
-  const int n_rows = 3, n_ff = 100;
-  const std::vector<float> gu = random_floats(size_t(n_rows) * 2 * n_ff, 410, -8.0f, 8.0f);
-  auto d_gu = upload(gu);
-  auto d_act = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(n_rows) * n_ff * 4, "act");
-  ops::geglu_tanh(ctx(), d_gu, n_rows, n_ff, d_act);
-  std::vector<float> expect(size_t(n_rows) * n_ff);
-  ref::geglu_tanh(gu.data(), n_rows, n_ff, expect.data());
-  EXPECT_TRUE(all_close("geglu_tanh", download_all(d_act), expect, [&](size_t i) {
-    const size_t r = i / n_ff, c = i % n_ff;
-    const double gu_mag = std::fabs(double(gu[r * 2 * n_ff + c]) * gu[r * 2 * n_ff + n_ff + c]);
-    return kSwigluRelTol * std::fabs(expect[i]) + kGegluAbsUlps * kUlp * gu_mag;
-  }));
-}
-
-// One product per element, rounded once on both sides: bit-exact.
-TEST_F(LayerKernel, ScaleMatchesReference) {
-  const std::vector<float> x = random_floats(1001, 420, -5.0f, 5.0f);
-  auto d_x = upload(x);
-  ops::scale(ctx(), d_x, 1000, 25.298221f);  // the last element must stay as it was
-  std::vector<float> expect = x;
-  for (size_t i = 0; i < 1000; ++i) expect[i] = x[i] * 25.298221f;
-  EXPECT_TRUE(all_close("scale", download_all(d_x), expect, kExactTol));
-}
-
-// ---- kv_cache.cl --------------------------------------------------------------------------
-
-TEST_F(LayerKernel, KvGatherMatchesReference) {
-  const int n_kv = 3, hd = 16, cap = 24, n_keep = 7;
-  const std::vector<float> src = random_floats(size_t(n_kv) * cap * hd, 510);
-  std::vector<float> dst = random_floats(src.size(), 511);  // slots >= n_keep must survive
-  // Each head keeps its own entries (the pot compacts heads independently), in slot order.
-  const std::vector<int> keep = {0, 2, 3, 9, 10, 20, 23,   //
-                                 1, 4, 5, 6, 7, 8, 22,     //
-                                 0, 1, 2, 3, 4, 5, 6};
-  auto d_src = upload(src);
-  auto d_dst = upload(dst);
-  auto d_keep = upload(keep);
-  ops::kv_gather(ctx(), d_src, d_dst, n_kv, cap, hd, d_keep, n_keep);
-  ref::kv_gather(src.data(), dst.data(), n_kv, cap, hd, keep.data(), n_keep);
-  EXPECT_TRUE(all_close("kv_gather", download_all(d_dst), dst, kExactTol));
-}
-
-// ---- cross_entropy.cl ---------------------------------------------------------------------
-
-TEST_F(LayerKernel, CrossEntropyOverTilesMatchesReference) {
-  const int n = 6, vocab = 1000, tile = 384;  // tiles of 384, 384 and 232
-  std::vector<float> logits = random_floats(size_t(n) * vocab, 600, -10.0f, 10.0f);
-  for (int v = 0; v < vocab; ++v) logits[size_t(4) * vocab + v] += 100.0f;  // exp(110) overflows fp32 unless shifted
-  for (int v = 0; v < vocab; ++v) logits[size_t(5) * vocab + v] *= 5.0f;    // a peaked distribution
-  const std::vector<int> targets = {0, 999, 383, 384, -1, 500};             // tile edges; row 4 unscored
-  auto d_targets = upload(targets);
-  auto m = ctx().memory().alloc(cl::MemCategory::Scratch, n * 4, "ce m");
-  auto s = ctx().memory().alloc(cl::MemCategory::Scratch, n * 4, "ce s");
-  auto tl = ctx().memory().alloc(cl::MemCategory::Scratch, n * 4, "ce tl");
-  ops::ce_init(ctx(), m, s, tl, n);
-  for (int v0 = 0; v0 < vocab; v0 += tile) {
-    const int w = std::min(tile, vocab - v0);
-    std::vector<float> t(size_t(n) * w);
-    for (int r = 0; r < n; ++r)
-      std::copy_n(logits.begin() + size_t(r) * vocab + v0, w, t.begin() + size_t(r) * w);
-    auto d_t = upload(t);
-    ops::ce_update(ctx(), d_t, n, w, v0, d_targets, m, s, tl);
-  }
-  const std::vector<float> hm = download_all(m), hs = download_all(s), htl = download_all(tl);
-  const std::vector<ref::CrossEntropyRow> want = ref::cross_entropy(logits.data(), n, vocab, targets.data());
-  std::vector<float> got_lse(n), want_lse(n), got_nll, want_nll;
-  std::vector<double> nll_tol;
-  for (int r = 0; r < n; ++r) {
-    got_lse[r] = float(double(hm[r]) + std::log(double(hs[r])));
-    want_lse[r] = float(want[r].lse);
-    if (targets[r] < 0) continue;
-    got_nll.push_back(float(double(got_lse[r]) - htl[r]));
-    want_nll.push_back(float(want[r].nll));
-    nll_tol.push_back(kCeTol * (1 + std::fabs(want[r].lse)));
-  }
-  EXPECT_TRUE(all_close("cross-entropy lse", got_lse, want_lse,
-                        [&](size_t i) { return kCeTol * (1 + std::fabs(want_lse[i])); }));
-  EXPECT_TRUE(all_close("cross-entropy nll", got_nll, want_nll, [&](size_t i) { return nll_tol[i]; }));
-  EXPECT_EQ(htl[4], 0.0f) << "an unscored row's target logit stays at its initial 0";
-}
-
-// ---- argmax.cl ----------------------------------------------------------------------------
-
-// The device's greedy token against Sampler::argmax (its reference), exactly: the first index
-// of the largest value, NaN never winning. Rows shorter and longer than the 64 items of the
-// work-group, sizes off the 16-lane loads, ties inside one item's chunk and across items.
-TEST_F(LayerKernel, ArgmaxRowMatchesHostArgmax) {
-  auto out = ctx().memory().alloc(cl::MemCategory::Scratch, sizeof(int), "argmax out");
-  auto device_argmax = [&](const std::vector<float>& row) {
-    auto d = upload(row);
-    ops::argmax_row(ctx(), d, static_cast<int>(row.size()), out);
-    int got = -1;
-    ctx().read(out, &got, sizeof(got));
-    return got;
-  };
-  const float nan = std::nanf(""), inf = INFINITY;
-  std::vector<std::pair<std::string, std::vector<float>>> rows;
-  for (int n : {1, 15, 16, 17, 63, 64, 65, 1000, 49159}) {
-    rows.push_back({"random n=" + std::to_string(n), random_floats(size_t(n), 700 + n, -30.0f, 30.0f)});
-    std::vector<float> last = random_floats(size_t(n), 800 + n);
-    last.back() = 5.0f;  // the maximum in the last slot (a tail past the 16-lane loads)
-    rows.push_back({"max last n=" + std::to_string(n), last});
-  }
-  std::vector<float> ties = random_floats(49159, 900);
-  for (int i : {40000, 777, 778, 31000}) ties[size_t(i)] = 2.0f;  // first at 777: one chunk holds 777 and 778
-  rows.push_back({"ties across and inside chunks", ties});
-  std::vector<float> nans = random_floats(5000, 901);
-  nans[10] = 9.0f;
-  for (int i : {0, 3, 4999, 2500}) nans[size_t(i)] = nan;
-  rows.push_back({"NaN sprinkled", nans});
-  rows.push_back({"NaN first, then the maximum", {nan, 1.0f, 3.0f, 3.0f, nan}});
-  rows.push_back({"all NaN", std::vector<float>(300, nan)});
-  rows.push_back({"all -inf", std::vector<float>(300, -inf)});
-  rows.push_back({"-inf after NaN", {nan, nan, -inf, -inf}});
-  rows.push_back({"signed zeros", {-1.0f, -0.0f, 0.0f, -0.0f}});
-  rows.push_back({"+inf", {1.0f, inf, nan, inf}});
-  std::vector<float> chunk_nan(4096, nan);  // whole items' chunks of NaN, a value in another
-  chunk_nan[3000] = -7.0f;
-  rows.push_back({"NaN chunks", chunk_nan});
-  for (const auto& [name, row] : rows) EXPECT_EQ(device_argmax(row), Sampler::argmax(row)) << name;
-  // The reference's own rules, so both cannot drift together.
-  EXPECT_EQ(Sampler::argmax(ties), 777);
-  EXPECT_EQ(Sampler::argmax({nan, 1.0f, 3.0f, 3.0f, nan}), 2);
-  EXPECT_EQ(Sampler::argmax(std::vector<float>(300, nan)), 0);
-  EXPECT_EQ(Sampler::argmax({nan, nan, -inf, -inf}), 2);
-  EXPECT_EQ(Sampler::argmax({-1.0f, -0.0f, 0.0f, -0.0f}), 1);
-  EXPECT_THROW(ops::argmax_row(ctx(), out, 0, out), cl::ClError);
-  EXPECT_THROW(ops::argmax_row(ctx(), out, 2, out), cl::ClError);  // a 4-byte buffer holds no 2 floats
 }
 
 }  // namespace

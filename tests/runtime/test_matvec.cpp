@@ -1,43 +1,36 @@
-// The kernels that read GGUF-encoded weights (embedding.cl, matvec.cl and its decode fusions,
-// dequant.cl) and the packed GEMM (gemm.cl), each against its CPU reference in
-// tests/support/cpu_ref.h (the fusions against a double reference here), for every weight type
-// the device supports.
+// matvec.cl (the decode products of GGUF-encoded weights, and their fusions: the norm inside,
+// the GLU, RoPE + the KV store) against ref::matvec in tests/support/cpu_ref.h (the fusions
+// against a double reference here), for every weight type the device supports. The products in
+// the CPU's own 8-bit dot: test_native_dot.cpp.
 #include <cmath>
-#include <ostream>
-#include <utility>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 #include <gtest/gtest.h>
 
+#include "model_loader/quant.h"
 #include "runtime/cl_error.h"
+#include "runtime/ops/matvec.h"
+#include "runtime/ops/rope.h"
 #include "tests/runtime/kernel_fixture.h"
+#include "tests/runtime/weight_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"
 
 namespace infinipot {
-namespace gguf {
-// Names weight types in gtest/ctest output ("Q6_K" rather than a byte dump).
-void PrintTo(TensorType t, std::ostream* os) { *os << quant::traits(t).name; }
-}  // namespace gguf
-
 namespace {
 
 using quant::TensorType;
 using testing_support::all_close;
+using testing_support::dot_bounds;
+using testing_support::kDotTol;
 using testing_support::random_floats;
-
-// Decoding a weight is bit-exact: every supported format produces each value with at most
-// one rounding (d*scale and q*d are products of <= 24 significant bits, hence exact), so any
-// evaluation order or fma contraction gives the same float as quant::dequantize_row.
-constexpr double kDequantTol = 0.0;
-
-// A K-term fp32 dot product: the kernels re-associate the sum (8-lane partial sums, fma,
-// -cl-mad-enable) while the reference sums in double. Rounding errors of K additions grow like a
-// random walk, so we accept |err| <= kDotTol * sqrt(K) * sum_k |a_k b_k| (plus |C0| when
-// accumulating): 2 float ulps (2^-23 = 1.2e-7) per sqrt(K) of the magnitude that was summed.
-// PoCL stays below 5% of it; reading one wrong weight moves a result by ~sum/K, which is
-// > 30x this bound for K <= 4096.
-constexpr double kDotTol = 2.4e-7;
+using testing_support::test_cols;
+using testing_support::type_name;
+using testing_support::weight_kernel_types;
+using testing_support::weight_type_param_name;
+using testing_support::WeightKernel;
 
 // The decode fusions (matvec_norm, matvec_glu) against a double reference of norm, products
 // and activation. The norm's 1/rms scales each finished sum: its fp32 sum of K squares (~sqrt(K)
@@ -48,138 +41,11 @@ constexpr double kDotTol = 2.4e-7;
 constexpr double kFusedNormRelTol = 1e-5;
 // GLU out = act(g) u with g, u off by tol_g, tol_u: |act'| <= 1.13 (SiLU 1.1, GELU-tanh 1.13),
 // so the error is <= 1.13 tol_g |u| + |act(g)| tol_u (second order dropped), plus the
-// activation's own error (test_kernels_layers.cpp: 2e-6 relative, and 2 ulp of |g u| for
+// activation's own error (test_elementwise.cpp: 2e-6 relative, and 2 ulp of |g u| for
 // GELU-tanh's cancellation at g << 0).
 constexpr double kActSlope = 1.13;
 constexpr double kActRelTol = 2e-6;
 constexpr double kActAbsUlps = 2.0 / (1 << 23);
-
-// Copies and zero padding move floats without arithmetic: bit-exact.
-constexpr double kCopyTol = 0.0;
-
-std::vector<float> abs_of(std::vector<float> v) {
-  for (float& x : v) x = std::fabs(x);
-  return v;
-}
-
-// Per-element bound for C (+)= A B^T: kDotTol * sqrt(K) * (|A| |B|^T + |C0|).
-std::vector<double> dot_bounds(int m, int n, int k, const std::vector<float>& A, int lda, const std::vector<float>& B,
-                               int ldb, const std::vector<float>& C0, int ldc, bool accumulate) {
-  std::vector<float> mag(C0.size(), 0.0f);
-  if (accumulate) mag = abs_of(C0);
-  ref::gemm_abt(m, n, k, abs_of(A).data(), lda, abs_of(B).data(), ldb, mag.data(), ldc, accumulate);
-  std::vector<double> tol(mag.size());
-  for (size_t i = 0; i < mag.size(); ++i) tol[i] = kDotTol * std::sqrt(double(k)) * mag[i];
-  return tol;
-}
-
-const char* type_name(TensorType t) { return quant::traits(t).name; }
-
-// Widths that are multiples of the block size but not powers of two.
-int test_cols(TensorType t) {
-  switch (t) {
-    case TensorType::F32: case TensorType::F16: case TensorType::BF16: return 200;  // 25 groups of 8
-    case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K: return 768;  // 3 super-blocks of 256
-    default: return 352;                                     // 11 blocks of 32
-  }
-}
-
-class WeightKernel : public testing_support::KernelTest, public ::testing::WithParamInterface<TensorType> {};
-
-TEST_P(WeightKernel, EmbedMatchesReference) {
-  const TensorType t = GetParam();
-  const int vocab = 37, cols = test_cols(t);
-  auto table = make_weight(t, vocab, cols, 11);
-  const std::vector<int> ids = {0, 36, 5, 5, 17, 1, 36};  // first, last and repeated rows
-  auto d_ids = upload(ids);
-  auto out = ctx().memory().alloc(cl::MemCategory::Scratch, ids.size() * cols * 4, "embed out");
-  ops::embed(ctx(), table.dev, d_ids, int(ids.size()), out);
-  EXPECT_TRUE(all_close(std::string("embed ") + type_name(t), download_all(out),
-                        ref::embed(t, table.blocks.data(), cols, ids), kDequantTol));
-}
-
-TEST_P(WeightKernel, DequantRowsMatchesReference) {
-  const TensorType t = GetParam();
-  auto W = make_weight(t, 21, test_cols(t), 12);
-  auto out = ctx().memory().alloc(cl::MemCategory::Scratch, W.dequant.size() * 4, "dequant out");
-  ops::dequant_rows(ctx(), W.dev, out);
-  EXPECT_TRUE(all_close(std::string("dequant_rows ") + type_name(t), download_all(out), W.dequant, kDequantTol));
-}
-
-// The block scales are halves that the kernels convert with bit operations of their own
-// (quant_formats.cl half_bits_to_float, not vload_half): every kind of half a scale can be
-// (zeros, subnormals of both signs, the extremes of the normal range) must decode exactly in
-// dequant_rows, and the decode product must match the reference over them.
-TEST_P(WeightKernel, SpecialHalfScalesDecodeExactly) {
-  const TensorType t = GetParam();
-  if (t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16) GTEST_SKIP() << "no block scales";
-  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x8400, 0x7bff, 0xfbff,
-                               0x3c00, 0xb555, 0x0200, 0x1234};
-  const int rows = 9, cols = test_cols(t);
-  auto W = make_weight(t, rows, cols, 31);
-  const auto& tr = quant::traits(t);
-  // Offsets of the halves in a block: d (and the second scale: m, or dmin) where they sit.
-  std::vector<size_t> at = {0};
-  if (t == TensorType::Q4_1 || t == TensorType::Q5_1 || t == TensorType::Q4_K || t == TensorType::Q5_K) at.push_back(2);
-  if (t == TensorType::Q6_K) at = {208};
-  const size_t n_blocks = W.blocks.size() / tr.block_bytes;
-  size_t next = 0;
-  for (size_t b = 0; b < n_blocks; ++b)
-    for (size_t off : at) {
-      const uint16_t h = specials[next++ % std::size(specials)];
-      W.blocks[b * tr.block_bytes + off] = uint8_t(h & 0xff);
-      W.blocks[b * tr.block_bytes + off + 1] = uint8_t(h >> 8);
-    }
-  ASSERT_GE(next, std::size(specials)) << "too few blocks to place every special half";
-  W.dequant = ref::dequantize_rows(t, W.blocks.data(), rows, cols);
-  testing_support::write_weight(ctx(), W);
-
-  auto out = ctx().memory().alloc(cl::MemCategory::Scratch, W.dequant.size() * 4, "dequant out");
-  ops::dequant_rows(ctx(), W.dev, out);
-  EXPECT_TRUE(all_close(std::string("dequant_rows, special scales, ") + type_name(t), download_all(out), W.dequant,
-                        kDequantTol));
-
-  const std::vector<float> x = random_floats(size_t(cols), 33);
-  auto d_x = upload(x);
-  auto d_y = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(rows) * 4, "matvec out");
-  ops::matvec(ctx(), W.dev, d_x, 1, d_y, rows, false);
-  std::vector<float> expect(rows, 0.0f);
-  ref::matvec(W.dequant.data(), rows, cols, x.data(), 1, expect.data(), rows, false);
-  const std::vector<double> bound = dot_bounds(1, rows, cols, x, cols, W.dequant, cols, expect, rows, false);
-  EXPECT_TRUE(all_close(std::string("matvec, special scales, ") + type_name(t), download_all(d_y), expect,
-                        [&](size_t i) { return bound[i]; }));
-}
-
-TEST_P(WeightKernel, DequantToPanelsMatchesReference) {
-  const TensorType t = GetParam();
-  const int rows = 37, cols = test_cols(t);  // 37: the last panel is padded with 11 zero rows
-  auto W = make_weight(t, rows, cols, 13);
-  const size_t offset = 24;  // panels written from a float offset; what is before must survive
-  const size_t n = offset + ops::panel_floats(rows, cols) + 8;
-  std::vector<float> expect = random_floats(n, 14);
-  auto Bp = upload(expect);
-  ops::dequant_to_panels(ctx(), W.dev, Bp, offset);
-  const std::vector<float> panels = ref::to_panels(W.dequant.data(), rows, cols);
-  std::copy(panels.begin(), panels.end(), expect.begin() + offset);
-  EXPECT_TRUE(all_close(std::string("dequant_to_panels ") + type_name(t), download_all(Bp), expect, kDequantTol));
-}
-
-// A slice of rows on its own (the LM head is dequantized one vocabulary tile at a time).
-TEST_P(WeightKernel, DequantRowSliceToPanelsMatchesReference) {
-  const TensorType t = GetParam();
-  const int rows = 45, cols = test_cols(t);
-  auto W = make_weight(t, rows, cols, 19);
-  for (auto [row0, n] : {std::pair{0, 16}, std::pair{16, 29}, std::pair{7, 10}}) {  // aligned, tail, unaligned
-    auto Bp = upload(random_floats(ops::panel_floats(n, cols), 20 + row0));  // padding must be written as zeros
-    ops::dequant_rows_to_panels(ctx(), W.dev, row0, n, Bp);
-    EXPECT_TRUE(all_close(std::string("dequant_rows_to_panels ") + type_name(t) + " rows " + std::to_string(row0) +
-                              ".." + std::to_string(row0 + n),
-                          download_all(Bp), ref::to_panels(W.dequant.data() + size_t(row0) * cols, n, cols),
-                          kDequantTol));
-  }
-  auto Bp = ctx().memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(10, cols) * 4, "Bp");
-  EXPECT_THROW(ops::dequant_rows_to_panels(ctx(), W.dev, 40, 10, Bp), cl::ClError) << "rows past the matrix";
-}
 
 TEST_P(WeightKernel, MatvecMatchesReference) {
   const TensorType t = GetParam();
@@ -210,76 +76,6 @@ TEST_P(WeightKernel, MatvecMatchesReference) {
     }
   }
 }
-
-// The weight formats feeding the prefill GEMM: dequantize to panels, pack the activations,
-// multiply; compared with the product of the reference-dequantized weights.
-TEST_P(WeightKernel, GemmOverDequantizedPanelsMatchesReference) {
-  const TensorType t = GetParam();
-  const int m = 19, n = 45, k = test_cols(t);
-  auto W = make_weight(t, n, k, 17);
-  const std::vector<float> X = random_floats(size_t(m) * k, 18);
-  auto d_X = upload(X);
-  auto Ap =
-      ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, ctx().tuning().gemm_tile_rows) * 4, "Ap");
-  auto Bp = ctx().memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(n, k) * 4, "Bp");
-  auto C = ctx().memory().alloc(cl::MemCategory::Scratch, size_t(m) * n * 4, "C");
-  ops::pack_a(ctx(), d_X, m, k, k, Ap);
-  ops::dequant_to_panels(ctx(), W.dev, Bp);
-  ops::gemm_packed(ctx(), m, n, k, Ap, Bp, C, n, false);
-
-  std::vector<float> expect(size_t(m) * n);
-  ref::gemm_abt(m, n, k, X.data(), k, W.dequant.data(), k, expect.data(), n, false);
-  const auto bound = dot_bounds(m, n, k, X, k, W.dequant, k, expect, n, false);
-  EXPECT_TRUE(all_close(std::string("gemm over panels ") + type_name(t), download_all(C), expect,
-                        [&](size_t i) { return bound[i]; }));
-}
-
-// The same product with the dequantization inside the GEMM (gemm.cl gemm_dequant): every row
-// slice the forward pass asks for (whole matrix, an LM-head tile from an unaligned row0), m not
-// a multiple of the tile, n not a multiple of 16, written from an offset into a wider C whose
-// other elements must survive; with and without accumulation.
-TEST_P(WeightKernel, GemmDequantMatchesReference) {
-  const TensorType t = GetParam();
-  const int rows = 45, k = test_cols(t);
-  auto W = make_weight(t, rows, k, 21);
-  for (int m : {1, 19}) {
-    ASSERT_TRUE(ops::gemm_dequant_fits(ctx(), W.dev));
-    const std::vector<float> X = random_floats(size_t(m) * k, 22 + m);
-    auto d_X = upload(X);
-    auto Ap = ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, ctx().tuning().gemm_tile_rows) * 4,
-                                   "Ap");
-    ops::pack_a(ctx(), d_X, m, k, k, Ap);
-    for (auto [row0, n] : {std::pair{0, 45}, std::pair{7, 29}}) {
-      for (bool accumulate : {false, true}) {
-        const int ldc = n + 5;
-        const size_t c_off = 2;
-        const std::vector<float> C0 = random_floats(c_off + size_t(m) * ldc, 23 + n);
-        auto C = upload(C0);
-        auto Bp = upload(random_floats(ops::panel_floats(n, k), 24));  // scratch: garbage before
-        ops::gemm_dequant(ctx(), m, W.dev, row0, n, Ap, Bp, C, ldc, accumulate, c_off);
-        const float* w = W.dequant.data() + size_t(row0) * k;
-        std::vector<float> expect = C0;
-        ref::gemm_abt(m, n, k, X.data(), k, w, k, expect.data() + c_off, ldc, accumulate);
-        const std::vector<float> c0(C0.begin() + c_off, C0.end());
-        const std::vector<float> wn(w, w + size_t(n) * k);
-        const auto bound = dot_bounds(m, n, k, X, k, wn, k, c0, ldc, accumulate);
-        auto tol = [&](size_t i) {
-          return i < c_off || (i - c_off) % ldc >= size_t(n) ? 0.0 : bound[i - c_off];
-        };
-        EXPECT_TRUE(all_close(std::string("gemm_dequant ") + type_name(t) + " m=" + std::to_string(m) + " rows " +
-                                  std::to_string(row0) + ".." + std::to_string(row0 + n) +
-                                  (accumulate ? " accumulate" : ""),
-                              download_all(C), expect, tol));
-      }
-    }
-  }
-  auto Bp = ctx().memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(10, k) * 4, "Bp");
-  auto Ap = ctx().memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(1, k, ctx().tuning().gemm_tile_rows) * 4, "Ap");
-  auto C = ctx().memory().alloc(cl::MemCategory::Scratch, 64 * 4, "C");
-  EXPECT_THROW(ops::gemm_dequant(ctx(), 1, W.dev, 40, 10, Ap, Bp, C, 10, false), cl::ClError) << "rows past the matrix";
-}
-
-// ---- decode fusions (matvec.cl -DNORM, -DGLU) ----------------------------------------------
 
 class FusedLaunchers : public testing_support::KernelTest {};
 
@@ -415,7 +211,7 @@ TEST_F(FusedLaunchers, RefuseMismatchedWeights) {
 // matvec_qkv_rope: the q|k|v product with RoPE and the KV store as its epilogue, against the
 // double products, then ref::rope_store_kv (angles in double). Each rotated component mixes the
 // two sums of its pair (a rotation: errors add at most), plus the rotation's own error through
-// the float angle table (test_kernels_layers.cpp: 4 ulp of the pair's length); a half KV store
+// the float angle table (test_rope.cpp: 4 ulp of the pair's length); a half KV store
 // rounds once more (2^-11 relative). Slots other than slot0.. and the other heads' rows must be
 // untouched. Heads of 8 rows, with n_rot 8 (all rotated) and 4 (rows 4..7 of each head not).
 TEST_P(WeightKernel, MatvecQkvRopeMatchesReference) {
@@ -486,107 +282,8 @@ TEST_P(WeightKernel, MatvecQkvRopeMatchesReference) {
       }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDeviceTypes, WeightKernel,
-                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q4_0, TensorType::Q4_1,
-                                           TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q4_K,
-                                           TensorType::Q5_K, TensorType::Q6_K, TensorType::BF16),
-                         [](const ::testing::TestParamInfo<TensorType>& info) { return type_name(info.param); });
-
-// ---- gemm.cl on its own -----------------------------------------------------------------
-
-class GemmKernel : public testing_support::KernelTest {};
-
-// Both panel widths: 8 rows (4- and 8-row tiles) and 6 (6-row tiles).
-TEST_F(GemmKernel, PackAMatchesReference) {
-  for (int tile : {8, 6}) {
-    std::unique_ptr<cl::Context> c;
-    ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"gemm_tile_rows\": " + std::to_string(tile)));
-    const int panel = ops::a_panel_rows(tile);
-    for (int m : {1, 5, 13, 16, 18}) {
-      const int k = 40, ldx = k + 5;
-      const std::vector<float> X = random_floats(size_t(m) * ldx, 30 + m);
-      auto d_X = testing_support::upload(*c, X);
-      // Pre-filled with garbage: the rows past m must come back as zeros.
-      const size_t floats = ops::packed_a_floats(m, k, tile);
-      ASSERT_EQ(floats, size_t((m + panel - 1) / panel * panel) * k);
-      auto Ap = testing_support::upload(*c, random_floats(floats, 40 + m));
-      ops::pack_a(*c, d_X, m, k, ldx, Ap);
-      EXPECT_TRUE(all_close("pack_a m=" + std::to_string(m) + " panel " + std::to_string(panel),
-                            testing_support::download(*c, Ap, floats), ref::pack_a(X.data(), m, k, ldx, panel),
-                            kCopyTol));
-    }
-  }
-  EXPECT_THROW((void)ops::a_panel_rows(5), cl::ClError) << "no kernel for 5-row tiles";
-}
-
-// Every tile height (tuning key gemm_tile_rows: 8 rows per work-item on AVX-512, 6 on AVX2,
-// 4 on GPUs), whatever this machine's tuning picks.
-class GemmTiles : public testing::TestWithParam<int> {};
-
-TEST_P(GemmTiles, GemmPackedMatchesReference) {
-  std::unique_ptr<cl::Context> c;
-  ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"gemm_tile_rows\": " + std::to_string(GetParam())))
-      << "the kernel tests need an OpenCL device";
-  ASSERT_EQ(c->tuning().gemm_tile_rows, GetParam());
-  auto upload = [&](const std::vector<float>& v) { return testing_support::upload(*c, v); };
-  struct Shape {
-    int m, n, k;
-  };
-  // m not a multiple of 8, n not a multiple of 16, single tiles and many.
-  for (Shape s : {Shape{1, 16, 64}, Shape{13, 50, 96}, Shape{37, 5, 200}, Shape{8, 16, 8}, Shape{24, 33, 576},
-                  Shape{4, 16, 32}, Shape{6, 17, 24}}) {
-    for (bool accumulate : {false, true}) {
-      const std::string name = "gemm_packed " + std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
-                               std::to_string(s.k) + (accumulate ? " accumulate" : "");
-      const int ldc = s.n + 7;
-      const size_t c_off = 3;
-      const std::vector<float> A = random_floats(size_t(s.m) * s.k, 50 + s.m);
-      const std::vector<float> B = random_floats(size_t(s.n) * s.k, 60 + s.n);
-      const std::vector<float> C0 = random_floats(c_off + size_t(s.m) * ldc, 70 + s.k);
-      auto Ap = upload(ref::pack_a(A.data(), s.m, s.k, s.k, ops::a_panel_rows(GetParam())));
-      auto Bp = upload(ref::to_panels(B.data(), s.n, s.k));
-      auto C = upload(C0);
-      ops::gemm_packed(*c, s.m, s.n, s.k, Ap, Bp, C, ldc, accumulate, c_off);
-
-      std::vector<float> expect = C0;
-      ref::gemm_abt(s.m, s.n, s.k, A.data(), s.k, B.data(), s.k, expect.data() + c_off, ldc, accumulate);
-      const std::vector<float> c0(C0.begin() + c_off, C0.end());
-      const auto bound = dot_bounds(s.m, s.n, s.k, A, s.k, B, s.k, c0, ldc, accumulate);
-      // Elements outside the m x n block (before c_off, columns n..ldc) must be untouched: tolerance 0.
-      auto tol = [&](size_t i) {
-        if (i < c_off || (i - c_off) % ldc >= size_t(s.n)) return 0.0;
-        return bound[i - c_off];
-      };
-      EXPECT_TRUE(all_close(name + " tile " + std::to_string(GetParam()), testing_support::download(*c, C, C0.size()), expect, tol));
-    }
-  }
-}
-
-// gemm_dequant at every tile height: the tile product is gemm_packed's; a work-group's 16 items
-// take every 16th tile of A (37 rows: fewer tiles than items, a partial tile at each height;
-// 150 rows: 19-38 tiles, so items take two or three).
-TEST_P(GemmTiles, GemmDequantMatchesReference) {
-  std::unique_ptr<cl::Context> c;
-  ASSERT_NO_THROW(c = testing_support::context_with_tuning("\"gemm_tile_rows\": " + std::to_string(GetParam())));
-  const int n = 33, k = 96;
-  auto W = testing_support::make_weight(*c, TensorType::Q4_1, n, k, 90);
-  for (int m : {37, 150}) {
-    const std::vector<float> X = random_floats(size_t(m) * k, 91 + m);
-    auto d_X = testing_support::upload(*c, X);
-    auto Ap = c->memory().alloc(cl::MemCategory::Gemm, ops::packed_a_floats(m, k, GetParam()) * 4, "Ap");
-    auto Bp = c->memory().alloc(cl::MemCategory::Gemm, ops::panel_floats(n, k) * 4, "Bp");
-    auto C = c->memory().alloc(cl::MemCategory::Scratch, size_t(m) * n * 4, "C");
-    ops::pack_a(*c, d_X, m, k, k, Ap);
-    ops::gemm_dequant(*c, m, W.dev, 0, n, Ap, Bp, C, n, false);
-    std::vector<float> expect(size_t(m) * n);
-    ref::gemm_abt(m, n, k, X.data(), k, W.dequant.data(), k, expect.data(), n, false);
-    const auto bound = dot_bounds(m, n, k, X, k, W.dequant, k, expect, n, false);
-    EXPECT_TRUE(all_close("gemm_dequant tile " + std::to_string(GetParam()) + " m=" + std::to_string(m),
-                          testing_support::download(*c, C, size_t(m) * n), expect, [&](size_t i) { return bound[i]; }));
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(RowsPerItem, GemmTiles, testing::Values(4, 6, 8));
+INSTANTIATE_TEST_SUITE_P(AllDeviceTypes, WeightKernel, ::testing::ValuesIn(weight_kernel_types()),
+                         weight_type_param_name);
 
 // An accumulating matvec of a [rows][cols] weight of type t over n_rows random rows, in
 // context c, against the reference.

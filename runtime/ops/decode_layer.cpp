@@ -1,17 +1,17 @@
 // Launcher of decode_layer.cl: a decode row's transformer block in one launch.
+#include "runtime/ops/decode_layer.h"
+
 #include <algorithm>
 #include <string>
 
 #include "runtime/cl_error.h"
-#include "runtime/ops.h"
 
 namespace infinipot::ops {
 
+constexpr const char* kSources =
+    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+rope.cl+native_dot.cl+attention.cl+decode_layer.cl";
 
 namespace {
-
-constexpr const char* kFiles =
-    "quant_formats.cl+activations.cl+kv_format.cl+vector_reduce.cl+rope.cl+native_dot.cl+attention.cl+decode_layer.cl";
 
 void require(bool ok, const char* what) {
   if (!ok) throw cl::ClError(std::string("invalid launch: decode_layer: ") + what);
@@ -54,7 +54,7 @@ void decode_layer(Context& c, const AttentionShape& s, const DecodeLayer& L, Buf
   const int prefetch = c.tuning().matvec_prefetch;
   auto k = c.kernel({"decode_layer", {int64_t(L.wqkv->type), n_embd, L.n_ff, int64_t(s.n_heads) << 32 | s.n_kv_heads,
                                       int64_t(s.head_dim) << 8 | int64_t(s.kv_half) << 1 | int64_t(L.act == Glu::Silu)}},
-                    kFiles, "decode_layer", [&] {
+                    kSources, "decode_layer", [&] {
                       return wtype_option(L.wqkv->type) + " -DNORM -DDECODE_LANES -DNATIVE_DOT=" +
                              std::to_string(c.device().native_dot) + " -DNATIVE_K=" + std::to_string(n_embd) +
                              " -DN_EMBD=" + std::to_string(n_embd) + " -DN_FF=" + std::to_string(L.n_ff) +

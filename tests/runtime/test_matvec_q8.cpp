@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cl_error.h"
+#include "runtime/ops/matvec_q8.h"
 #include "tests/runtime/kernel_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"
@@ -132,7 +133,7 @@ TEST_P(MatvecQ8Types, MatchesIntegerReference) {
 // Quantize on the device, then multiply; against the float product of the dequantized weights
 // and the unquantized input. x - q*d is at most d/2 per element (plus the rounding of x / d,
 // < 127 * 2^-24 d), so |got - want| <= sum_k |W[o][k]| * d_block(k) * (0.5 + 1e-5), plus the
-// float dot bound of test_kernels_weights (2 ulps per sqrt(K) of sum |W x|). The bound is the
+// float dot bound of test_matvec.cpp (kDotTol: 2 ulps per sqrt(K) of sum |W x|). The bound is the
 // worst case: typical errors are ~1/sqrt(32) of it, a wrong weight or block far above it.
 TEST_P(MatvecQ8Types, MatchesFloatReferenceWithinInputRounding) {
   const TensorType t = GetParam();

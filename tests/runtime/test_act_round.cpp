@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cl_error.h"
+#include "runtime/ops/act_round.h"
 #include "tests/support/cpu_ref.h"
 #include "tests/runtime/kernel_fixture.h"
 

@@ -6,7 +6,7 @@
 // form and in the AVX2 form. Shapes: a block and a lone 32-block past the last unit (160), three
 // blocks and no unit (96), SmolLM2's (576, 1536), attention output narrower than the residual
 // (64 against 96), a first token (an empty cache), f32 and f16 caches, attention split 1-4 ways,
-// gate|up fused and separate. Like test_kernels_native_dot.cpp, it runs where the device has an
+// gate|up fused and separate. Like test_native_dot.cpp, it runs where the device has an
 // 8-bit dot PoCL kernels may use (the only devices where the one-launch block exists: it runs
 // every product in the native dot); elsewhere it asserts the path is off and skips.
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cl_error.h"
+#include "runtime/ops/decode_layer.h"
 #include "tests/runtime/kernel_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"

@@ -1,5 +1,7 @@
 // Launcher of act_round.cl (the forward pass's round_activations option; its host reference
 // is tests/support/cpu_ref.cpp's).
+#include "runtime/ops/act_round.h"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -7,9 +9,11 @@
 
 #include "model_loader/quant.h"
 #include "runtime/cl_error.h"
-#include "runtime/ops.h"
 
 namespace infinipot::ops {
+
+constexpr const char* kSources = "act_round.cl";
+
 namespace {
 
 int block_of(ActRound kind) { return kind == ActRound::Q8_K ? 256 : kind == ActRound::Q8_0 ? 32 : 1; }
@@ -52,7 +56,7 @@ void round_activations(Context& c, Buffer& x, int n_rows, int k, ActRound kind) 
                       " is not a whole number of " + act_round_name(kind) + " blocks of " + std::to_string(block));
   if (x.bytes() < size_t(n_rows) * k * 4) throw cl::ClError("invalid launch: round_activations: input too small");
   const int kind_id = kind == ActRound::Q8_0 ? 1 : kind == ActRound::Q8_K ? 2 : 3;
-  c.kernel("act_round.cl", "round_activations",
+  c.kernel(kSources, "round_activations",
            "-DKIND=" + std::to_string(kind_id) + " -DBLOCK=" + std::to_string(block) + c.exact_divide_option())
       .args(x, k, n_rows)
       .launch(c.queue(), {size_t(k / block), size_t(n_rows)});

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/cl_error.h"
+#include "runtime/ops/matvec.h"
 #include "tests/runtime/kernel_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"

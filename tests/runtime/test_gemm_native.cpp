@@ -14,6 +14,7 @@
 
 #include "runtime/cl_error.h"
 #include "runtime/gemm_layer.h"
+#include "runtime/ops/gemm_native.h"
 #include "tests/runtime/kernel_fixture.h"
 #include "tests/support/compare.h"
 #include "tests/support/cpu_ref.h"
