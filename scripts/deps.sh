@@ -5,7 +5,8 @@ pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip unzip
       ocl-icd-opencl-dev opencl-headers clinfo pocl-opencl-icd libclblast-dev
       libfmt-dev libcli11-dev nlohmann-json3-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev python3-matplotlib
-      libcpp-httplib-dev curl)
+      libcpp-httplib-dev curl
+      oclgrind)  # a second OpenCL implementation that checks GPU rules: scripts/test-oclgrind.sh
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

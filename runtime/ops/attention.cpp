@@ -58,6 +58,13 @@ int decode_splits(const Context& c, const AttentionShape& s) {
 size_t decode_split_part_bytes(const AttentionShape& s, int splits) {
   return size_t(s.n_heads) * std::max(1, splits) * (s.head_dim + 2) * sizeof(float);
 }
+int attention_key_tile(int tuned, int head_dim, uint64_t local_mem_bytes) {
+  const uint64_t per_key = 2ull * static_cast<uint64_t>(head_dim) * sizeof(float);  // its key and its value
+  int tile = tuned - tuned % 16;
+  while (tile >= 16 && static_cast<uint64_t>(tile) * per_key > local_mem_bytes) tile -= 16;
+  return tile >= 16 ? tile : 0;
+}
+
 size_t decode_split_count_bytes(const AttentionShape& s) { return size_t(s.n_kv_heads) * sizeof(cl_int); }
 
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
@@ -79,10 +86,12 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     return;
   }
   const int rows = c.tuning().attention_tile_rows;
-  if (rows > 1 && n > 1) {
+  const int tuned_tile = c.tuning().attention_key_tile;
+  if (rows > 1 && n > 1 && (tuned_tile < 16 || tuned_tile % 16))
+    throw cl::ClError("platforms/: attention_key_tile must be a multiple of 16");
+  const int key_tile = attention_key_tile(tuned_tile, s.head_dim, c.device().local_mem_bytes);
+  if (rows > 1 && n > 1 && key_tile > 0) {
     // Tiled variant: a work-group of `rows` query rows shares each tile of keys and values.
-    const int key_tile = c.tuning().attention_key_tile;
-    if (key_tile < 16 || key_tile % 16) throw cl::ClError("platforms/: attention_key_tile must be a multiple of 16");
     c.kernel(kSources, "attention_tiled",
              attention_options(s) + " -DTILE_ROWS=" + std::to_string(rows) + " -DKEY_TILE=" + std::to_string(key_tile))
         .args(q, ldq, k_cache, v_cache, s.cap, n_past, n, scale, out, ldo, lse, s.n_heads, window)

@@ -3,6 +3,7 @@
 // ref::attention_mass, tests tests/runtime/test_attention.cpp.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "runtime/ops/device_weight.h"
 
@@ -28,6 +29,11 @@ int decode_splits(const Context& c, const AttentionShape& s);
 // Items per KV head a decode row at slot n_past runs in: split.splits, at most one per 16-key
 // block of its window; throws where split lacks the scratch for more than one.
 int decode_split_ways(const AttentionShape& s, int n_past, const DecodeSplit& split);
+// The key tile attention_tiled can use: the tuned one (a multiple of 16), made smaller (in
+// steps of 16) until its keys and values fit the device's local memory (2 * tile * head_dim
+// floats: 64 KiB for head_dim 256 at the usual 32, more than the 32 KiB of many mobile GPUs
+// and the 48 KiB of NVIDIA's); 0 when not even 16 fit (then the untiled kernel runs).
+int attention_key_tile(int tuned, int head_dim, uint64_t local_mem_bytes);
 // The attention kernels' score scale (s.scale, or 1 / sqrt(head_dim)) and window argument
 // (s.window, or past the capacity for global layers: nothing cut).
 float score_scale(const AttentionShape& s);

@@ -29,9 +29,23 @@ namespace infinipot::testing_support {
 // (tuning matvec_native_dot; test_native_dot.cpp tests that path against its own
 // integer reference). Created once per process: PoCL compiles each kernel variant the first
 // time it is asked for.
-inline cl::Context& shared_context() {
+// Released when the test program's run ends (a gtest Environment's TearDown), not by a
+// static's destructor at exit: by then an OpenCL implementation may have torn down its own
+// state (Oclgrind's heap is corrupted by a context released after its statics; PoCL does not
+// mind).
+inline std::unique_ptr<cl::Context>& shared_context_slot() {
   static std::unique_ptr<cl::Context> ctx;
+  return ctx;
+}
+class ReleaseSharedContext : public ::testing::Environment {
+ public:
+  void TearDown() override { shared_context_slot().reset(); }
+};
+inline cl::Context& shared_context() {
+  std::unique_ptr<cl::Context>& ctx = shared_context_slot();
   if (!ctx) {
+    static const bool registered = (::testing::AddGlobalTestEnvironment(new ReleaseSharedContext), true);
+    (void)registered;
     cl::ContextOptions co;
     co.tuning_overrides = {{"matvec_native_dot", nlohmann::json::array()}};
     ctx = std::make_unique<cl::Context>(co);

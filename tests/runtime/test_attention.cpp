@@ -481,5 +481,18 @@ TEST_F(AttentionKernel, AttentionOverGatheredCacheMatchesReference) {
   }
 }
 
+// The tiled kernel's keys and values (2 * tile * head_dim floats) must fit the device's local
+// memory: a tuned tile that does not is made smaller, in steps of 16, or the untiled kernel
+// runs (0). Oclgrind (32 KiB, as many mobile GPUs) refused the 64 KiB of head_dim 256 at 32.
+TEST(AttentionKeyTile, ShrinksToTheDevicesLocalMemory) {
+  EXPECT_EQ(ops::attention_key_tile(32, 64, 32 << 10), 32);    // 16 KiB: fits
+  EXPECT_EQ(ops::attention_key_tile(32, 128, 32 << 10), 32);   // 32 KiB: fits exactly
+  EXPECT_EQ(ops::attention_key_tile(32, 256, 32 << 10), 16);   // 64 KiB -> 32 KiB
+  EXPECT_EQ(ops::attention_key_tile(32, 256, 48 << 10), 16);   // NVIDIA's 48 KiB: 16 (32 KiB)
+  EXPECT_EQ(ops::attention_key_tile(64, 256, 64 << 10), 32);
+  EXPECT_EQ(ops::attention_key_tile(32, 256, 16 << 10), 0);    // not even 16: untiled
+  EXPECT_EQ(ops::attention_key_tile(48, 64, 2 << 20), 48);     // PoCL's 2 MiB: as tuned
+}
+
 }  // namespace
 }  // namespace infinipot
