@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "model_loader/model_config.h"
@@ -39,9 +41,34 @@ void read_whole_file(const std::string& path) {
   ::close(fd);
 }
 
+// A private copy of the model, written through to disk: the page cache is shared by every
+// process, and tests running beside this one read the real model file (their reads would put
+// its pages back). In the working directory (the build tree, a disk), not TMPDIR, which may be
+// a tmpfs whose pages are the file itself and cannot be dropped.
+struct PrivateCopy {
+  explicit PrivateCopy(const std::string& from) : path("model_weights_test_copy.gguf") {
+    const std::vector<uint8_t> bytes = test::read_file(from);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) throw std::runtime_error("cannot write " + path + " in the working directory");
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::fsync(fd);  // clean pages: dirty ones are not dropped
+    ::close(fd);
+    if (done != bytes.size()) throw std::runtime_error("short write of " + path);
+  }
+  ~PrivateCopy() { ::unlink(path.c_str()); }
+  std::string path;
+};
+
 TEST(ModelWeights, InPlaceOnUnifiedMemoryEqualsTheCopyAndDropsTheFilesPages) {
-  const std::string path = test::real_model_path();
-  ASSERT_FALSE(path.empty());
+  const std::string real = test::real_model_path();
+  ASSERT_FALSE(real.empty());
+  const PrivateCopy copy(real);
+  const std::string& path = copy.path;
   cl::Context& ctx = shared_context();
   ASSERT_TRUE(ctx.device().host_unified) << "PoCL's CPU device reports host-unified memory";
   EXPECT_EQ(default_weight_place(ctx), WeightPlace::InPlace);
