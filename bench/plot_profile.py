@@ -2,7 +2,7 @@
 """Draws the figure of `infinipot profile --png`: reads a trace written by `infinipot profile
 --trace` and writes one PNG with
 
-  top:    device memory over time, stacked by category (weights, kv_cache, pot_scoring,
+  top:    device memory over time, stacked by category (weights, kv_cache, kv_selection,
           activations, scratch, gemm), the --device-mem budget as a line, and the spans of
           each distillation cycle shaded;
   bottom: the retained-token map: for every layer (rows), which positions of the stream
@@ -19,7 +19,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-CATEGORIES = ["weights", "kv_cache", "pot_scoring", "activations", "scratch", "gemm"]
+CATEGORIES = ["weights", "kv_cache", "kv_selection", "activations", "scratch", "gemm"]
+OLD_NAMES = {"kv_selection": "pot_scoring"}  # traces written before the category was renamed
 
 
 def memory_series(events):
@@ -30,7 +31,7 @@ def memory_series(events):
         if e["name"] == "device memory (bytes)":
             times.append(e["ts"] / 1e6)
             for c in CATEGORIES:
-                by_cat[c].append(e["args"].get(c, 0) / 2**20)
+                by_cat[c].append(e["args"].get(c, e["args"].get(OLD_NAMES.get(c, c), 0)) / 2**20)
         elif e["name"] == "device memory budget (bytes)":
             budget = e["args"]["budget"] / 2**20
     return times, by_cat, budget

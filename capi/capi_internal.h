@@ -66,6 +66,8 @@ struct IoError : std::runtime_error {
 // in the C API's fields.
 infinipot_status guarded(const std::function<void()>& f);
 void require(bool ok, const std::string& message);
+// The same for one option (a setting id, model_loader/setting_names.h): infinipot_last_error_setting names it.
+void require(bool ok, const std::string& setting, const std::string& message);
 // How the C API names the settings lower layers name as {id} (model_loader/setting_names.h).
 const SettingNames& c_names();
 size_t bad_utf8_at(const std::string& s);  // offset of the first invalid UTF-8 sequence, or npos

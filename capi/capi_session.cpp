@@ -214,17 +214,17 @@ std::unique_ptr<infinipot_session> new_session(infinipot_model* m, const infinip
   s->sampler.top_k = 0;
   s->sampler.top_p = 1;
   if (o) {
-    require(o->pot >= 0, "infinipot_session_options.pot must be >= 0, got " + std::to_string(o->pot));
-    require(o->keep >= 0, "infinipot_session_options.keep must be >= 0, got " + std::to_string(o->keep));
-    require(o->reserve >= 0, "infinipot_session_options.reserve must be >= 0, got " + std::to_string(o->reserve));
+    require(o->pot >= 0, "pot", "infinipot_session_options.pot must be >= 0, got " + std::to_string(o->pot));
+    require(o->keep >= 0, "keep", "infinipot_session_options.keep must be >= 0, got " + std::to_string(o->keep));
+    require(o->reserve >= 0, "reserve", "infinipot_session_options.reserve must be >= 0, got " + std::to_string(o->reserve));
     s->pot = o->pot;
     s->keep = o->keep;
     if (o->policy) s->policy = o->policy;
     if (o->catalyst) s->catalyst = o->catalyst;
     if (o->system) s->system = o->system;
     if (o->reserve > 0) s->reserve = o->reserve;
-    require(!o->system || bad_utf8_at(o->system) == std::string::npos, "infinipot_session_options.system is not valid UTF-8");
-    require(!o->catalyst || bad_utf8_at(o->catalyst) == std::string::npos,
+    require(!o->system || bad_utf8_at(o->system) == std::string::npos, "system", "infinipot_session_options.system is not valid UTF-8");
+    require(!o->catalyst || bad_utf8_at(o->catalyst) == std::string::npos, "catalyst",
             "infinipot_session_options.catalyst is not valid UTF-8");
   }
   return s;
@@ -265,6 +265,10 @@ infinipot_status infinipot_session_create(infinipot_model* model, const infinipo
       // The {n_predict} a stream plan names is the room it keeps: the session's reserve.
       try {
         s->plan = std::make_shared<PotPlan>(PotPlan::stream(e, e.prompt_parts(s->system, "", ""), choice, s->reserve));
+      } catch (const SettingError& ex) {
+        SettingNames names = c_names();
+        names["n_predict"] = "infinipot_session_options.reserve";
+        throw SettingError(ex.setting() == "n_predict" ? "reserve" : ex.setting(), ex.have(), ex.need(), worded(ex.what(), names));
       } catch (const std::invalid_argument& ex) {
         SettingNames names = c_names();
         names["n_predict"] = "infinipot_session_options.reserve";
@@ -309,7 +313,7 @@ infinipot_status infinipot_session_ask(infinipot_session* s, const char* questio
   return guarded([&] {
     require_usable(s, "infinipot_session_ask");
     check_text(question, "infinipot_session_ask", "the question");
-    require(n_predict >= 1, "infinipot_session_ask: n_predict must be at least 1, got " + std::to_string(n_predict));
+    require(n_predict >= 1, "n_predict", "infinipot_session_ask: n_predict must be at least 1, got " + std::to_string(n_predict));
     Engine& e = engine_of(s);
     bool stop = false;
     GenerateOptions go = generation(s, n_predict, on_piece, user_data, stop);
@@ -356,8 +360,8 @@ infinipot_status infinipot_session_chat(infinipot_session* s, const char* messag
   return guarded([&] {
     require_usable(s, "infinipot_session_chat");
     check_text(message, "infinipot_session_chat", "the message");
-    require(n_predict >= 1, "infinipot_session_chat: n_predict must be at least 1, got " + std::to_string(n_predict));
-    require(s->pot > 0, "infinipot_session_chat needs a pot: set infinipot_session_options.pot (e.g. 1024)");
+    require(n_predict >= 1, "n_predict", "infinipot_session_chat: n_predict must be at least 1, got " + std::to_string(n_predict));
+    require(s->pot > 0, "pot", "infinipot_session_chat needs a pot: set infinipot_session_options.pot (e.g. 1024)");
     Engine& e = engine_of(s);
     close_document(s);
     claim(s);
@@ -384,12 +388,12 @@ infinipot_status infinipot_session_chat(infinipot_session* s, const char* messag
 infinipot_status infinipot_session_set_sampling(infinipot_session* s, const infinipot_sampling* sampling) {
   return guarded([&] {
     require(s != nullptr && sampling != nullptr, "infinipot_session_set_sampling: session or sampling is NULL");
-    require(sampling->temperature >= 0 && sampling->temperature < 1e6f,
+    require(sampling->temperature >= 0 && sampling->temperature < 1e6f, "temp",
             "infinipot_sampling.temperature must be a finite number >= 0 (0: greedy), got " +
                 std::to_string(sampling->temperature));
-    require(sampling->top_p > 0 && sampling->top_p <= 1,
+    require(sampling->top_p > 0 && sampling->top_p <= 1, "top_p",
             "infinipot_sampling.top_p must lie in (0, 1] (1: off), got " + std::to_string(sampling->top_p));
-    require(sampling->top_k >= 0, "infinipot_sampling.top_k must be >= 0 (0: off), got " + std::to_string(sampling->top_k));
+    require(sampling->top_k >= 0, "top_k", "infinipot_sampling.top_k must be >= 0 (0: off), got " + std::to_string(sampling->top_k));
     s->sampler.temperature = sampling->temperature;
     s->sampler.top_p = sampling->top_p;
     s->sampler.top_k = sampling->top_k;

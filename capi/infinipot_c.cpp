@@ -15,6 +15,7 @@ namespace infinipot::capi {
 
 namespace {
 thread_local std::string g_error;
+thread_local std::string g_error_setting;
 }  // namespace
 
 const SettingNames& c_names() {
@@ -36,14 +37,26 @@ const SettingNames& c_names() {
       {"ctx", "the full KV cache (infinipot_session_options.pot 0)"},
       {"raw", "plain-text prompting (not in the C API: use a model with a chat template)"},
       {"nuc_ratio", "the policy's nuc_ratio (infinipot_session_options.policy \"infinipot:nuc_ratio=R\")"},
+      {"reserve", "infinipot_session_options.reserve"},
+      {"top_k", "infinipot_sampling.top_k"},
   };
   return names;
 }
 
 namespace {
 
-infinipot_status fail(infinipot_status status, const std::string& message) {
+// The field a setting id is in: its name where that is a field, else the field that holds it.
+std::string c_field(const std::string& id) {
+  if (id == "ctx") return "infinipot_session_options.pot";
+  if (id == "nuc_ratio") return "infinipot_session_options.policy";
+  const auto named = c_names().find(id);
+  if (named == c_names().end() || named->second.find(' ') != std::string::npos) return "";
+  return named->second;
+}
+
+infinipot_status fail(infinipot_status status, const std::string& message, const std::string& setting = "") {
   g_error = worded(message, c_names());
+  g_error_setting = setting.empty() ? "" : c_field(setting);
   return status;
 }
 
@@ -51,6 +64,10 @@ infinipot_status fail(infinipot_status status, const std::string& message) {
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
+}
+
+void require(bool ok, const std::string& setting, const std::string& message) {
+  if (!ok) throw SettingError(setting, "", "", message);
 }
 
 size_t bad_utf8_at(const std::string& s) {
@@ -70,20 +87,24 @@ infinipot_status guarded(const std::function<void()>& f) {
   try {
     f();
     g_error.clear();
+    g_error_setting.clear();
     return INFINIPOT_OK;
   } catch (const Cancelled& e) {
     return fail(INFINIPOT_CANCELLED, e.message);
   } catch (const IoError& e) {
     return fail(INFINIPOT_ERR_IO, e.what());
   } catch (const cl::BudgetError& e) {
-    return fail(INFINIPOT_ERR_BUDGET, std::string(e.what()) + " (in bytes: {device_mem} >= " +
-                                          std::to_string(e.minimum_bytes()) + ")");
+    return fail(INFINIPOT_ERR_BUDGET,
+                std::string(e.what()) + " (in bytes: {device_mem} >= " + std::to_string(e.minimum_bytes()) + ")",
+                "device_mem");
   } catch (const gguf::GgufError& e) {
     return fail(INFINIPOT_ERR_MODEL, e.what());
   } catch (const cl::ClError& e) {
     return fail(INFINIPOT_ERR_DEVICE, e.what());
   } catch (const ChatTemplateError& e) {
     return fail(INFINIPOT_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const SettingError& e) {
+    return fail(INFINIPOT_ERR_INVALID_ARGUMENT, e.what(), e.setting());
   } catch (const std::invalid_argument& e) {
     return fail(INFINIPOT_ERR_INVALID_ARGUMENT, e.what());
   } catch (const std::bad_alloc&) {
@@ -103,6 +124,8 @@ using infinipot::capi::require;
 extern "C" {
 
 const char* infinipot_last_error(void) { return infinipot::capi::g_error.c_str(); }
+
+const char* infinipot_last_error_setting(void) { return infinipot::capi::g_error_setting.c_str(); }
 
 const char* infinipot_status_name(infinipot_status status) {
   switch (status) {
@@ -138,11 +161,11 @@ infinipot_status infinipot_model_open(const char* path, const infinipot_model_op
       if (options->device) eo.device = options->device;
       eo.device_mem = options->device_mem;
       if (options->kv_type) eo.kv_type = options->kv_type;
-      require(options->chunk >= 0, "infinipot_model_options.chunk must be >= 0 (0: the device's tuning), got " +
+      require(options->chunk >= 0, "chunk", "infinipot_model_options.chunk must be >= 0 (0: the device's tuning), got " +
                                        std::to_string(options->chunk));
       eo.chunk = options->chunk;
     }
-    require(eo.kv_type == "auto" || eo.kv_type == "f16" || eo.kv_type == "f32",
+    require(eo.kv_type == "auto" || eo.kv_type == "f16" || eo.kv_type == "f32", "kv_type",
             "infinipot_model_options.kv_type must be \"auto\", \"f16\" or \"f32\", got \"" + eo.kv_type + "\"");
     auto m = std::make_unique<infinipot_model>();
     m->engine = std::make_unique<infinipot::Engine>(eo);

@@ -1,4 +1,5 @@
 #include "engine/answer.h"
+#include "model_loader/setting_names.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -184,7 +185,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
   const PotPlan plan = PotPlan::make(engine, parts, question, choice_of(o), o.n_predict);
   if (!plan.pot()) {
     if (!o.save_pot.empty())
-      throw std::invalid_argument("{save_pot} saves a memory pot; {policy} " + o.pot.policy + " keeps none: give {pot} N");
+      throw SettingError("save_pot", "", "", "{save_pot} saves a memory pot; {policy} " + o.pot.policy + " keeps none: give {pot} N");
     if (o.resume || o.after_chunk) throw std::logic_error("answer: the plan has no pot to share a document prefix in");
     if (!o.watch.empty() || !o.oracle.empty() || o.pot_text)
       throw std::logic_error("answer: watch, oracle and pot_text report on a pot; the plan has none");
@@ -213,7 +214,7 @@ Answer answer(Engine& engine, const std::string& document, const std::string& qu
     };
   if (!o.oracle.empty()) {
     const auto span = watch_span(engine.tokenizer(), parts.body, static_cast<int>(parts.prefix.size()), document, o.oracle);
-    if (span.first < 0) throw std::invalid_argument("{pot_oracle} text does not occur in the document");
+    if (span.first < 0) throw SettingError("pot_oracle", "", "", "{pot_oracle} text does not occur in the document");
     engine.pot()->set_oracle(span.first, span.second);
   }
   const auto watched = o.watch.empty() ? std::pair<int, int>{-1, -1}

@@ -1,4 +1,5 @@
 #include "engine/conversation.h"
+#include "model_loader/setting_names.h"
 
 #include <algorithm>
 #include <chrono>
@@ -221,11 +222,11 @@ GenerateResult Conversation::reply(Engine& engine, const std::vector<ChatMessage
   }
   const int capacity = pot->options().capacity, keep = pot->options().keep;
   TurnPlan t = plan_turn(engine, segs, begun_ ? held : segs.first_turn, keep, capacity);
-  if (go.n_predict < 1) throw std::invalid_argument("{n_predict} must be at least 1");
+  if (go.n_predict < 1) throw SettingError("n_predict", std::to_string(go.n_predict), ">= 1", "{n_predict} must be at least 1");
   const int room = room_for(engine, capacity, keep);
   const int spare = catalyst_limit(engine, capacity, keep);
   if (go.n_predict > room)
-    throw std::invalid_argument("{n_predict} " + std::to_string(go.n_predict) + " does not fit: after a distillation the pot (" +
+    throw SettingError("n_predict", std::to_string(go.n_predict), "<= " + std::to_string(room), "{n_predict} " + std::to_string(go.n_predict) + " does not fit: after a distillation the pot (" +
                                 std::to_string(capacity) + " entries, " + std::to_string(keep) +
                                 " kept) has room for the newest turn and at most " + std::to_string(room) +
                                 " answer tokens; ask for fewer");

@@ -1,11 +1,13 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <utility>
 
 #include "model_loader/runnable.h"
+#include "model_loader/setting_names.h"
 #include "pot/policy_registry.h"
 #include "runtime/trace.h"
 
@@ -117,7 +119,10 @@ void Engine::open_context() {
   ctx_ = std::make_unique<cl::Context>(co);
   if (opts_.kv_type == "auto") kv_half_ = ctx_->device().fp16;
   else if (opts_.kv_type == "f16" || opts_.kv_type == "f32") kv_half_ = opts_.kv_type == "f16";
-  else throw std::invalid_argument("{kv_type} must be auto, f16 or f32, got '" + opts_.kv_type + "'");
+  else throw SettingError("kv_type", opts_.kv_type, "auto, f16 or f32", "{kv_type} must be auto, f16 or f32, got '" + opts_.kv_type + "'");
+  if (opts_.weights != "auto" && opts_.weights != "in_place" && opts_.weights != "copy")
+    throw SettingError("weights", opts_.weights, "auto, in_place or copy",
+                       "{weights} must be auto, in_place or copy, got '" + opts_.weights + "'");
 }
 
 int Engine::chunk_of(int kv_capacity) const {
@@ -147,7 +152,7 @@ cl::MemoryPlan Engine::plan_for(int kv_capacity, const PotOptions* pot) const {
   cl::MemoryPlan plan = Forward::plan(cfg_, chunk, ctx_->tuning(), kv_half_);
   plan[cl::MemCategory::Weights] = device_weight_bytes(file_, table_);
   plan[cl::MemCategory::KvCache] += KvStore::bytes_needed(cfg_, kv_capacity, kv_half_);
-  if (pot) plan[cl::MemCategory::PotScoring] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, *pot);
+  if (pot) plan[cl::MemCategory::KvSelection] = MemoryPot::scoring_bytes(cfg_, kv_capacity, kv_half_, *pot);
   return plan;
 }
 
@@ -234,7 +239,13 @@ void Engine::prepare_device(int kv_capacity, const PotOptions* pot) {
   const Reading& reading = with_pot ? *find_policy(pot->policy).reading : reading_full_cache();
   ctx_->memory().check_plan(plan, reading.smaller_store(pot ? pot->policy : "", entries) + half_hint);
 
-  model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_, default_weight_place(*ctx_)));
+  const WeightPlace place = opts_.weights == "in_place" ? WeightPlace::InPlace
+                            : opts_.weights == "copy"   ? WeightPlace::Copied
+                                                        : default_weight_place(*ctx_);
+  const auto upload_start = std::chrono::steady_clock::now();
+  model_ = std::make_unique<DeviceModel>(upload_model(*ctx_, file_, cfg_, table_, place));
+  ctx_->finish();  // the copies done, so the time is the load's
+  weights_load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
   kv_ = std::make_unique<KvStore>(*ctx_, cfg_, kv_capacity, kv_half_);
   forward_ = std::make_unique<Forward>(*ctx_, *model_, *kv_, chunk_);
   forward_->set_round_activations(opts_.round_activations);

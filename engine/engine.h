@@ -34,6 +34,10 @@ struct EngineOptions {
   // --round-activations: products multiply their inputs rounded as llama.cpp's CPU backend
   // quantizes them (Forward::set_round_activations), to compare against it; costs precision.
   bool round_activations = false;
+  // Where the weights live: "auto" (in place, in the host memory the device shares, where it
+  // reports CL_DEVICE_HOST_UNIFIED_MEMORY; copied into device buffers elsewhere), "in_place"
+  // or "copy" (to compare the two, or to keep a discrete GPU's weights in host memory).
+  std::string weights = "auto";
   nlohmann::json tuning_overrides = nlohmann::json::object();  // over platforms/tuning.json (infinipot tune)
   int native_dot_form = -1;  // cl::ContextOptions::native_dot_form (tests run each form)
 };
@@ -210,6 +214,8 @@ class Engine {
   // The token counts the pot must fit for this prompt and -n (what generate() checks).
   static PotLayout pot_layout(const PromptParts& prompt, const std::vector<TokenId>& catalyst, int n_predict);
   nlohmann::json memory_report() const;
+  // Seconds the last prepare spent putting the weights on the device (read, upload, drop).
+  double weights_load_s() const { return weights_load_s_; }
 
  private:
   void prepare_device(int kv_capacity, const PotOptions* pot);
@@ -237,6 +243,7 @@ class Engine {
   std::unique_ptr<MemoryPot> pot_;
   int chunk_ = 512;
   bool kv_half_ = false;
+  double weights_load_s_ = 0;
 };
 
 // Perplexity the way llama.cpp's llama-perplexity computes it: non-overlapping windows of

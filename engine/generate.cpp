@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "runtime/cl_error.h"
+#include "model_loader/setting_names.h"
 #include "engine/engine.h"
 #include "runtime/trace.h"
 
@@ -34,10 +35,11 @@ size_t complete_utf8_prefix(const std::string& s) {
 GenerateResult Engine::generate(const std::vector<TokenId>& prompt, const GenerateOptions& opts) {
   if (!forward_) throw cl::ClError("generate: prepare() was not called");
   if (pot_) throw std::logic_error("generate: the engine was prepared with a pot; pass the prompt in parts");
-  if (prompt.empty()) throw std::invalid_argument("the prompt is empty: give text with -p or -f");
-  if (opts.n_predict < 0) throw std::invalid_argument("{n_predict} must be >= 0");
+  if (prompt.empty()) throw std::invalid_argument("the prompt is empty: give it some text");
+  if (opts.n_predict < 0) throw SettingError("n_predict", std::to_string(opts.n_predict), ">= 0", "{n_predict} must be >= 0");
   if (static_cast<int>(prompt.size()) + opts.n_predict > kv_->capacity())
-    throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) plus {n_predict} " +
+    throw SettingError("n_predict", std::to_string(opts.n_predict), "<= " + std::to_string(kv_->capacity() - static_cast<int>(prompt.size())),
+                       "prompt (" + std::to_string(prompt.size()) + " tokens) plus {n_predict} " +
                                 std::to_string(opts.n_predict) + " exceeds the KV capacity " +
                                 std::to_string(kv_->capacity()));
   GenerateResult r;
@@ -95,8 +97,8 @@ PotLayout Engine::pot_layout(const PromptParts& prompt, const std::vector<TokenI
 GenerateResult Engine::generate(const PromptParts& prompt, const std::vector<TokenId>& catalyst,
                                 const GenerateOptions& opts, int question_rows, const Reading& reading) {
   if (!pot_) throw cl::ClError("generate: prepare_pot() was not called");
-  if (prompt.body.empty()) throw std::invalid_argument("the document is empty: give text with -p or -f");
-  if (opts.n_predict < 0) throw std::invalid_argument("{n_predict} must be >= 0");
+  if (prompt.body.empty()) throw std::invalid_argument("the document is empty: give it some text");
+  if (opts.n_predict < 0) throw SettingError("n_predict", std::to_string(opts.n_predict), ">= 0", "{n_predict} must be >= 0");
   std::vector<TokenId> body, final_part;
   split_final(prompt, body, final_part);
   MemoryPot::resolve(pot_->options(), pot_layout(prompt, catalyst, opts.n_predict));  // throws when it does not fit
@@ -147,10 +149,10 @@ GenerateResult Engine::generate_restored(const PromptParts& prompt, const PotSna
                                         const std::vector<TokenId>& catalyst, const GenerateOptions& opts,
                                         int question_rows) {
   if (!pot_) throw cl::ClError("generate_restored: prepare_pot() was not called");
-  if (opts.n_predict < 0) throw std::invalid_argument("{n_predict} must be >= 0");
+  if (opts.n_predict < 0) throw SettingError("n_predict", std::to_string(opts.n_predict), ">= 0", "{n_predict} must be >= 0");
   std::vector<TokenId> final_part = prompt.question;
   final_part.insert(final_part.end(), prompt.tail.begin(), prompt.tail.end());
-  if (final_part.empty()) throw std::invalid_argument("answering from a saved pot needs a question: give -q QUESTION");
+  if (final_part.empty()) throw SettingError("question", "", "a question", "answering from a saved pot needs a question: give {question}");
   GenerateResult r;
   r.prompt_tokens = static_cast<int>(final_part.size());
   const auto t0 = Clock::now();

@@ -1,4 +1,5 @@
 #include "engine/nih.h"
+#include "model_loader/setting_names.h"
 
 #include <algorithm>
 #include <cctype>
@@ -40,10 +41,10 @@ std::string needle(const std::string& sentence, const std::string& key) {
 
 void check_needle(const std::string& sentence) {
   if (sentence.find("{key}") == std::string::npos)
-    throw std::invalid_argument("{needle} must say where the key goes with {key} (e.g. {needle} \"The vault code is "
+    throw SettingError("needle", "", "", "{needle} must say where the key goes with {key} (e.g. {needle} \"The vault code is "
                                 "{key}.\"), got '" + sentence + "'");
   if (text::trim(needle(sentence, "")).empty())
-    throw std::invalid_argument("{needle} needs words around {key}, got '" + sentence + "'");
+    throw SettingError("needle", "", "", "{needle} needs words around {key}, got '" + sentence + "'");
 }
 
 using namespace text;
@@ -273,15 +274,15 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
   std::set<std::string> seen;
   for (const std::string& raw : split(list, ',')) {
     const std::string entry = trim(raw);
-    if (entry.empty()) throw std::invalid_argument("{policy} has an empty entry in '" + list + "'" + usage);
+    if (entry.empty()) throw SettingError("policy", "", "", "{policy} has an empty entry in '" + list + "'" + usage);
     PolicySpec p;
     try {
       p = parse_policy_spec(entry, default_pot, default_keep);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("{policy} " + std::string(e.what()) + usage);
+      throw SettingError("policy", "", "", "{policy} " + std::string(e.what()) + usage);
     }
     if (!seen.insert(p.config()).second)
-      throw std::invalid_argument("{policy} lists '" + p.config() + "' twice; drop one");
+      throw SettingError("policy", "", "", "{policy} lists '" + p.config() + "' twice; drop one");
     out.push_back(p);
   }
   return out;

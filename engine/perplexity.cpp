@@ -3,18 +3,20 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model_loader/setting_names.h"
 #include "engine/engine.h"
 
 namespace infinipot {
 
 PerplexityResult perplexity(Engine& engine, const std::vector<TokenId>& tokens, int n_ctx,
                             const std::function<void(int, int, double)>& progress) {
-  if (n_ctx < 16) throw std::invalid_argument("-c must be at least 16, got " + std::to_string(n_ctx));
+  if (n_ctx < 16) throw SettingError("ctx", std::to_string(n_ctx), ">= 16", "{ctx} must be at least 16, got " + std::to_string(n_ctx));
   const int n_tokens = static_cast<int>(tokens.size());
   const int windows = n_tokens / n_ctx;
   if (windows < 1)
-    throw std::invalid_argument("the text has " + std::to_string(n_tokens) + " tokens, fewer than one window of -c " +
-                                std::to_string(n_ctx) + "; use a longer file or a smaller -c");
+    throw SettingError("ctx", std::to_string(n_ctx), "<= " + std::to_string(n_tokens),
+                       "the text has " + std::to_string(n_tokens) + " tokens, fewer than one window of {ctx} " +
+                           std::to_string(n_ctx) + "; use a longer file or a smaller {ctx}");
   const auto t0 = std::chrono::steady_clock::now();
   const int first = n_ctx / 2;  // only the second half of each window is scored
   const int chunk = engine.chunk();

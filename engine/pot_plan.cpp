@@ -1,5 +1,7 @@
 #include "engine/pot_plan.h"
 
+#include "model_loader/setting_names.h"
+
 #include <stdexcept>
 
 #include "engine/engine.h"
@@ -33,8 +35,9 @@ PotPlan PotPlan::make(const Engine& engine, const PromptParts& parts, const std:
 PotPlan PotPlan::stream(const Engine& engine, const PromptParts& prefix, const PotChoice& choice, int reserve) {
   PotPlan p(engine, prefix, "", choice);
   if (!p.reading().reads_a_stream())
-    throw std::invalid_argument("policy \"" + choice.pot.policy + "\" (" + p.policy_->summary +
-                                ") must see the whole input before it selects; it cannot read a stream");
+    throw SettingError("policy", choice.pot.policy, "a policy that reads through a pot",
+                       "{policy} \"" + choice.pot.policy + "\" (" + p.policy_->summary +
+                           ") must see the whole input before it selects; it cannot read a stream");
   p.layout_.pinned = static_cast<int>(prefix.prefix.size());
   p.layout_.catalyst = static_cast<int>(p.catalyst_.size());
   p.layout_.body = 1;  // unknown: at least one token

@@ -1,4 +1,5 @@
 #include "engine/trial_checkpoint.h"
+#include "model_loader/setting_names.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -20,7 +21,7 @@ std::string hash_hex(const std::string& s) {
 TrialCheckpoint::TrialCheckpoint(std::string dir, const std::string& identity, double every_s)
     : every_s_(every_s), last_(std::chrono::steady_clock::now()) {
   if (dir.empty()) return;
-  if (every_s < 0) throw std::invalid_argument("{checkpoint_every} must be >= 0 seconds");
+  if (every_s < 0) throw SettingError("checkpoint_every", "", "", "{checkpoint_every} must be >= 0 seconds");
   prepare_dir(dir);
   path_ = (std::filesystem::path(dir) / ("trial-" + hash_hex(identity) + ".pot")).string();
 }
@@ -29,7 +30,7 @@ void TrialCheckpoint::prepare_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (!std::filesystem::is_directory(dir))
-    throw std::invalid_argument("{checkpoint_dir}: cannot create the directory '" + dir + "'" +
+    throw SettingError("checkpoint_dir", "", "", "{checkpoint_dir}: cannot create the directory '" + dir + "'" +
                                 (ec ? " (" + ec.message() + ")" : ""));
 }
 

@@ -51,6 +51,10 @@ typedef struct infinipot_session infinipot_session;
 
 /* The message of the last failed call on this thread ("" if none). */
 const char* infinipot_last_error(void);
+/* The option the last failed call on this thread refused, as its field is spelled here
+ * ("infinipot_session_options.pot", "infinipot_model_options.device_mem", "n_predict"),
+ * or "" when the failure is not about one option (a damaged file, a device error). */
+const char* infinipot_last_error_setting(void);
 /* A short name for a status ("INFINIPOT_ERR_BUDGET"). */
 const char* infinipot_status_name(infinipot_status status);
 

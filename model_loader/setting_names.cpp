@@ -10,7 +10,7 @@ const std::vector<std::string>& setting_ids() {
       "device",  "device_mem", "kv_type",  "chunk",    "round_activations", "pot",        "keep",
       "policy",  "nuc_ratio",  "catalyst", "system",   "raw",               "ctx",        "n_predict",
       "temp",    "top_p",      "save_pot", "load_pot", "pot_oracle",        "task",       "needle",
-      "checkpoint_every",      "checkpoint_dir",       "out"};
+      "checkpoint_every",      "checkpoint_dir",       "out",      "weights",  "question"};
   return ids;
 }
 

@@ -4,12 +4,32 @@
 // Each front-end words a message once, where it reports it (worded). The ids are the CLI's
 // long flags with '_' for '-' ({device_mem}, {kv_type}, {save_pot}) and {n_predict} for the
 // answer's length. Braces around anything else ({key} in a needle) are left as they are.
+//
+// A refused setting is a SettingError: beside the message it carries which setting (its id),
+// what it was (have) and what would work (need), so a front-end can point at the field
+// (the server's OpenAI `param`, the C API's infinipot_last_error_setting) without parsing text.
 #pragma once
 #include <map>
+#include <stdexcept>
 #include <vector>
 #include <string>
 
 namespace infinipot {
+
+// A setting that cannot work. `what()` is the message with {id} placeholders (word it with
+// worded()); setting() is the id at fault, have() the value given, need() what would work
+// ("in (0, 1]", ">= 66", "<= 1023"), each "" when it does not apply.
+class SettingError : public std::invalid_argument {
+ public:
+  SettingError(std::string setting, std::string have, std::string need, const std::string& message)
+      : std::invalid_argument(message), setting_(std::move(setting)), have_(std::move(have)), need_(std::move(need)) {}
+  const std::string& setting() const { return setting_; }
+  const std::string& have() const { return have_; }
+  const std::string& need() const { return need_; }
+
+ private:
+  std::string setting_, have_, need_;
+};
 
 using SettingNames = std::map<std::string, std::string>;  // id -> the front-end's name for it
 

@@ -45,7 +45,7 @@ DeviceChoice::DeviceChoice(cl::Context& ctx, int n_layers, int n_heads, int capa
                                 std::to_string(n_layers) + ", " + std::to_string(n_heads) + ", " +
                                 std::to_string(capacity) + ", " + std::to_string(work_group) + ")");
   const size_t slots = size_t(groups_) * capacity_;
-  auto alloc = [&](size_t bytes, const char* label) { return ctx_.memory().alloc(cl::MemCategory::PotScoring, bytes, label); };
+  auto alloc = [&](size_t bytes, const char* label) { return ctx_.memory().alloc(cl::MemCategory::KvSelection, bytes, label); };
   level_a_ = alloc(slots * sizeof(float), "pot choice sums");
   level_b_ = alloc(slots * sizeof(float), "pot choice spread levels");
   spread_ = alloc(slots * sizeof(float), "pot choice spread");

@@ -9,7 +9,7 @@
 // The counts (how many each stage takes, the final fill) are the same for every group and come
 // from the host; nothing is read back.
 //
-// Scratch (PotScoring), per group and slot of capacity: three float rows (sums and spread
+// Scratch (KvSelection), per group and slot of capacity: three float rows (sums and spread
 // levels), two int rows (window bounds) and one byte (taken): 21 bytes.
 #pragma once
 #include <vector>
@@ -46,7 +46,7 @@ class DeviceChoice {
   static size_t bytes_needed(int n_layers, int n_heads, int capacity, const ChoiceShape& shape);
   static int n_groups(int n_layers, int n_heads, const ChoiceShape& shape);
 
-  // Allocates the scratch (PotScoring). work_group: items per work-group of the row kernels; 0
+  // Allocates the scratch (KvSelection). work_group: items per work-group of the row kernels; 0
   // picks one, anything larger than a kernel allows is lowered to what it allows.
   DeviceChoice(cl::Context& ctx, int n_layers, int n_heads, int capacity, const ChoiceShape& shape,
                int work_group = 0);

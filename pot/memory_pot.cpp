@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "model_loader/setting_names.h"
 #include "pot/policy_registry.h"
 #include "pot/word_runs.h"
 #include "runtime/cl_error.h"
@@ -24,16 +25,17 @@ std::string str(long long v) { return std::to_string(v); }
 // The policy the options name, made with their params; throws for one that keeps no pot.
 std::unique_ptr<PotPolicy> make_policy(const PotOptions& o) {
   const PolicyInfo& info = find_policy(o.policy);
-  if (!info.make) throw std::invalid_argument("{policy} " + o.policy + " keeps no pot");
+  if (!info.make) throw SettingError("policy", o.policy, "a policy that keeps a pot", "{policy} " + o.policy + " keeps no pot");
   return info.make(o.params);
 }
 
 }  // namespace
 
 PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
-  if (o.capacity <= 0) throw std::invalid_argument("{pot} must be a positive number of KV entries, got " + str(o.capacity));
+  if (o.capacity <= 0) throw SettingError("pot", str(o.capacity), ">= 1", "{pot} must be a positive number of KV entries, got " + str(o.capacity));
   if (!(o.params.nuc_ratio >= 0.0f && o.params.nuc_ratio <= 1.0f))
-    throw std::invalid_argument("{nuc_ratio} must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
+    throw SettingError("nuc_ratio", std::to_string(o.params.nuc_ratio), "in [0, 1]",
+                       "{nuc_ratio} must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
   (void)make_policy(o);  // a known policy that keeps a pot
   const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
   // A document that overflows the pot ends with a distillation; then the question, template
@@ -46,7 +48,8 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   const bool answer_binds = o.keep == 0 && P + 1 + F > P + K + 2;
   const long long min_pot = answer_binds ? P + 1 + F : P + K + 2;
   if (M < min_pot)
-    throw std::invalid_argument(
+    throw SettingError(
+        "pot", str(M), ">= " + str(min_pot),
         "{pot} " + str(M) + " cannot hold the chat prefix (" + str(P) + " tokens) plus " +
         (answer_binds ? "one kept entry and the question, template and answer (" + str(F) + " tokens) after the last distillation"
                       : "the catalyst prompt (" + str(K) + " tokens) with room to distill") +
@@ -56,16 +59,16 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   // pot named above works as it is.
   if (o.keep == 0) o.keep = static_cast<int>(std::clamp<long long>(M / 2, P + 1, std::min<long long>(M - K - 1, M - F)));
   if (o.keep >= M)
-    throw std::invalid_argument("{keep} " + str(o.keep) + " must be below {pot} " + str(M) +
+    throw SettingError("keep", str(o.keep), "< " + str(M), "{keep} " + str(o.keep) + " must be below {pot} " + str(M) +
                                 ": a distillation has to free room for new text");
   if (o.keep <= P)
-    throw std::invalid_argument("{keep} " + str(o.keep) + " leaves no room for the document: the chat prefix alone pins " +
+    throw SettingError("keep", str(o.keep), ">= " + str(P + 1), "{keep} " + str(o.keep) + " leaves no room for the document: the chat prefix alone pins " +
                                 str(P) + " entries; use {keep} " + str(P + 1) + " or more");
   if (o.keep + K >= M)
-    throw std::invalid_argument("{keep} " + str(o.keep) + " plus the catalyst prompt (" + str(K) + " tokens) fills {pot} " +
+    throw SettingError("keep", str(o.keep), "<= " + str(M - K - 1), "{keep} " + str(o.keep) + " plus the catalyst prompt (" + str(K) + " tokens) fills {pot} " +
                                 str(M) + ": no room to read on; use {keep} " + str(M - K - 1) + " or less");
   if (!never_full && o.keep + L.final_tokens > M)
-    throw std::invalid_argument("after its last distillation the pot keeps " + str(o.keep) + " entries, and the question, "
+    throw SettingError("pot", str(M), ">= " + str(o.keep + L.final_tokens), "after its last distillation the pot keeps " + str(o.keep) + " entries, and the question, "
                                 "template and answer need " + str(L.final_tokens) + " more than {pot} " + str(M) +
                                 " holds; lower {n_predict} or {keep}, or raise {pot} to " + str(o.keep + L.final_tokens));
   return o;
@@ -74,7 +77,8 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
 void MemoryPot::check_catalyst_fits_chunk(const LlamaConfig& cfg, int catalyst_tokens, int chunk) {
   // The sliding-window store takes the catalyst back too; it has room for one chunk past the window.
   if (cfg.has_local_layers() && catalyst_tokens > chunk)
-    throw std::invalid_argument("the catalyst prompt (" + str(catalyst_tokens) + " tokens) is longer than the prefill "
+    throw SettingError("chunk", str(chunk), ">= " + str(catalyst_tokens),
+                       "the catalyst prompt (" + str(catalyst_tokens) + " tokens) is longer than the prefill "
                                 "chunk (" + str(chunk) + "), which a model with sliding-window layers "
                                 "needs; use {chunk} " + str(catalyst_tokens) + " or more, or a shorter {catalyst}");
 }
@@ -124,17 +128,17 @@ MemoryPot::MemoryPot(cl::Context& ctx, Forward& forward, KvStore& kv, const Llam
   if (kv.n_layers() != cfg.n_global_layers()) throw std::logic_error("MemoryPot: the KV store must hold the global layers");
   const size_t slots = size_t(kv.n_layers()) * cfg.n_head_kv * opts.capacity;
   if (needs_.catalyst || needs_.accumulated || needs_.last_query)
-    mass_ = ctx.memory().alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.attention_mass");
+    mass_ = ctx.memory().alloc(cl::MemCategory::KvSelection, slots * sizeof(float), "pot.attention_mass");
   nuc_.assign(slots, kNoScore);
   if (needs_.accumulated) acc_.assign(slots, 0.0f);
   if (opts.device_select) {
     choice_ = std::make_unique<DeviceChoice>(ctx, kv.n_layers(), cfg.n_head_kv, opts.capacity,
                                              planned_shape(*policy_, cfg, opts.capacity));
     auto& mem = ctx.memory();
-    survivors_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(int), "pot.survivors");
-    unit_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(int), "pot.units");
-    if (needs_.novelty) nuc_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.novelty");
-    if (needs_.accumulated) acc_dev_ = mem.alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "pot.h2o_sums");
+    survivors_dev_ = mem.alloc(cl::MemCategory::KvSelection, slots * sizeof(int), "pot.survivors");
+    unit_dev_ = mem.alloc(cl::MemCategory::KvSelection, slots * sizeof(int), "pot.units");
+    if (needs_.novelty) nuc_dev_ = mem.alloc(cl::MemCategory::KvSelection, slots * sizeof(float), "pot.novelty");
+    if (needs_.accumulated) acc_dev_ = mem.alloc(cl::MemCategory::KvSelection, slots * sizeof(float), "pot.h2o_sums");
   }
   source_.assign(slots, -1);
   unit_.assign(slots, -1);
@@ -305,7 +309,8 @@ void MemoryPot::finish(const std::vector<TokenId>& tokens, int n) {
   if (n < static_cast<int>(tokens.size())) throw std::logic_error("MemoryPot::finish: n below the tokens given");
   if (kv_.free_slots() < n) distill();
   if (kv_.free_slots() < n)
-    throw std::invalid_argument("the pot keeps " + str(kv_.size()) + " entries after distilling; " + str(n) +
+    throw SettingError("pot", str(opts_.capacity), ">= " + str(kv_.size() + n),
+                       "the pot keeps " + str(kv_.size()) + " entries after distilling; " + str(n) +
                                 " more do not fit in {pot} " + str(opts_.capacity));
   for (size_t i = 0; i < tokens.size(); i += fwd_.max_chunk())
     eval_chunk(tokens, i, static_cast<int>(std::min<size_t>(fwd_.max_chunk(), tokens.size() - i)), -1, false);

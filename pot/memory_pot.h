@@ -80,7 +80,7 @@ class MemoryPot {
   // Resolves keep (0 -> default) and checks the layout fits; throws std::invalid_argument
   // naming the flag to change. Returns the options with keep filled in.
   static PotOptions resolve(PotOptions opts, const PotLayout& layout);
-  // Device bytes the pot needs beyond its K/V (category pot_scoring).
+  // Device bytes the pot needs beyond its K/V (category kv_selection).
   static uint64_t scoring_bytes(const LlamaConfig& cfg, int capacity, bool half, const PotOptions& opts);
   // The policy's needs and pinned prefix, for a layout check before any device work.
   static PolicyNeeds needs_of(const PotOptions& opts);

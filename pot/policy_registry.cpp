@@ -78,7 +78,7 @@ std::string policy_names(const char* separator) {
 const PolicyInfo& find_policy(const std::string& name) {
   for (const auto& p : policies())
     if (name == p.name) return p;
-  throw std::invalid_argument("policy must be one of " + policy_names() + "; got '" + name + "'");
+  throw SettingError("policy", name, policy_names(), "{policy} must be one of " + policy_names() + "; got '" + name + "'");
 }
 
 void register_policy(const PolicyInfo& info) {
@@ -93,7 +93,7 @@ void register_policy(const PolicyInfo& info) {
 const char* default_policy(bool with_pot) { return with_pot ? "infinipot" : "full"; }
 
 SettingNotRead::SettingNotRead(const PolicyInfo& p, Setting s, const std::string& key)
-    : std::invalid_argument(std::string(p.name) + ": " + (key.empty() ? std::string(setting_info(s).key) : key) +
+    : SettingError("policy", p.name, "", std::string(p.name) + ": " + (key.empty() ? std::string(setting_info(s).key) : key) +
                             " does not apply to it (" + p.summary + "); drop it"),
       policy(p),
       setting(s) {}

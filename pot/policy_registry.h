@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model_loader/setting_names.h"
 #include "pot/policy.h"
 #include "pot/reading.h"
 
@@ -65,7 +66,7 @@ void register_policy(const PolicyInfo& info);
 const char* default_policy(bool with_pot);
 
 // A setting given to a policy that does not read it.
-class SettingNotRead : public std::invalid_argument {
+class SettingNotRead : public SettingError {
  public:
   // key: how the setting was named, when not by its own key (cr_rope for positions)
   SettingNotRead(const PolicyInfo& policy, Setting setting, const std::string& key = "");

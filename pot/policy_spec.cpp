@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "model_loader/setting_names.h"
+
 namespace infinipot {
 namespace {
 
@@ -95,22 +97,22 @@ PolicySpec parse_policy_spec(const std::string& entry, int default_pot, int defa
   if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
       }))
-    throw std::invalid_argument("entry '" + entry + "' does not start with a policy name");
+    throw SettingError("policy", entry, "", "entry '" + entry + "' does not start with a policy name");
   const PolicyInfo& info = find_policy(p.name);
   for (size_t i = 1; i < parts.size(); ++i) {
     const size_t eq = parts[i].find('=');
-    if (eq == std::string::npos) throw std::invalid_argument("entry '" + entry + "': '" + parts[i] + "' is not key=value");
+    if (eq == std::string::npos) throw SettingError("policy", entry, "", "entry '" + entry + "': '" + parts[i] + "' is not key=value");
     std::string k = parts[i].substr(0, eq);
     const std::string v = parts[i].substr(eq + 1);
     std::replace(k.begin(), k.end(), '-', '_');
     const Setting* setting = setting_of(k);
     if (!setting)
-      throw std::invalid_argument("entry '" + entry + "': unknown setting '" + k + "' (known: " + known_keys() + ")");
+      throw SettingError("policy", entry, "", "entry '" + entry + "': unknown setting '" + k + "' (known: " + known_keys() + ")");
     if (!info.accepts(*setting)) throw SettingNotRead(info, *setting, k);
     p.given |= bit(*setting);
     long long n = 0;
     auto bad = [&](const std::string& what) {
-      return std::invalid_argument("entry '" + entry + "': " + k + "=" + v + " is not " + what);
+      return SettingError("policy", entry, what, "entry '" + entry + "': " + k + "=" + v + " is not " + what);
     };
     auto count = [&](long long most, const std::string& what, long long least = 0) {
       if (!digits_only(v, n) || n < least || n > most) throw bad(what);
@@ -152,15 +154,15 @@ PolicySpec parse_policy_spec(const std::string& entry, int default_pot, int defa
     }
   }
   if (p.gap > 0 && p.positions != PositionRule::Gaps)
-    throw std::invalid_argument("entry '" + entry + "': gap sets how wide positions=gaps leaves a cut; "
+    throw SettingError("policy", entry, "", "entry '" + entry + "': gap sets how wide positions=gaps leaves a cut; "
                                 "add positions=gaps or drop gap");
   if (p.gap == kDefaultPositionGap) p.gap = 0;  // the default, left out of the config
   if (!(p.given & bit(Setting::Pot))) p.pot = info.accepts(Setting::Pot) ? default_pot : 0;
   if (!(p.given & bit(Setting::Keep))) p.keep = info.accepts(Setting::Keep) ? default_keep : 0;
   if (info.requires_setting(Setting::Pot) && p.pot <= 0)
-    throw std::invalid_argument("entry '" + entry + "' needs a pot size (pot=N)");
+    throw SettingError("policy", entry, "", "entry '" + entry + "' needs a pot size (pot=N)");
   if (p.keep > 0 && p.keep >= p.pot)
-    throw std::invalid_argument("entry '" + entry + "': keep (" + std::to_string(p.keep) +
+    throw SettingError("policy", entry, "", "entry '" + entry + "': keep (" + std::to_string(p.keep) +
                                 ") must be below the pot's size (" + std::to_string(p.pot) + "); lower keep or raise pot");
   return p;
 }

@@ -1,4 +1,5 @@
 #include "pot/pot_snapshot.h"
+#include "model_loader/setting_names.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -266,7 +267,7 @@ void write_pot_snapshot(const std::string& path, const PotSnapshot& s) {
   const std::string tmp = path + ".partial";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::invalid_argument("{save_pot}: cannot write '" + path + "' (missing directory or no permission)");
+    if (!out) throw SettingError("save_pot", "", "", "{save_pot}: cannot write '" + path + "' (missing directory or no permission)");
     out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     out.close();
     if (!out) {
@@ -282,9 +283,9 @@ void write_pot_snapshot(const std::string& path, const PotSnapshot& s) {
 
 PotSnapshot read_pot_snapshot(const std::string& path) {
   if (std::filesystem::is_directory(path))
-    throw std::invalid_argument("{load_pot}: '" + path + "' is a directory; give the snapshot file {save_pot} wrote");
+    throw SettingError("load_pot", "", "", "{load_pot}: '" + path + "' is a directory; give the snapshot file {save_pot} wrote");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument("{load_pot}: cannot read '" + path + "' (no such file or no permission)");
+  if (!in) throw SettingError("load_pot", "", "", "{load_pot}: cannot read '" + path + "' (no such file or no permission)");
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return parse_pot_snapshot(bytes.data(), bytes.size(), path);
 }

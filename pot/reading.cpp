@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "model_loader/setting_names.h"
+
 namespace infinipot {
 namespace {
 
@@ -32,10 +34,10 @@ class WholeInput : public Reading {
   StorePlan size(const StoreRequest& r, const PotLayout& layout) const override {
     PotOptions po = r.pot;
     if (po.keep != 0)
-      throw std::invalid_argument("{keep} does not apply to {policy} " + po.policy + ": {pot} N is what it keeps");
+      throw SettingError("keep", str(po.keep), "0 (not given)", "{keep} does not apply to {policy} " + po.policy + ": {pot} N is what it keeps");
     const int n = po.capacity, pinned = MemoryPot::pinned_of(po, layout.pinned);
     if (n <= pinned)
-      throw std::invalid_argument("{pot} " + str(n) + " with {policy} " + po.policy +
+      throw SettingError("pot", str(n), ">= " + str(pinned + 1), "{pot} " + str(n) + " with {policy} " + po.policy +
                                   " keeps no more than the chat prefix (" + str(pinned) + " tokens); use {pot} " +
                                   str(pinned + 1) + " or more");
     const int needed = whole_prompt(layout);
@@ -62,7 +64,8 @@ class FullCache : public Reading {
     const int needed = whole_prompt(layout);
     const int capacity = r.ctx > 0 ? r.ctx : needed;
     if (needed > capacity)
-      throw std::invalid_argument("the prompt (" + str(needed - layout.answer) + " tokens) plus {n_predict} " +
+      throw SettingError("ctx", str(capacity), ">= " + str(needed),
+                         "the prompt (" + str(needed - layout.answer) + " tokens) plus {n_predict} " +
                                   str(layout.answer) + " needs " + str(needed) + " KV entries but {ctx} is " +
                                   str(capacity) + "; raise {ctx} or shorten the input");
     return {capacity, std::nullopt};

@@ -17,7 +17,7 @@ const char* category_name(MemCategory c) {
     case MemCategory::Activations: return "activations";
     case MemCategory::Scratch: return "scratch";
     case MemCategory::Gemm: return "gemm";
-    case MemCategory::PotScoring: return "pot_scoring";
+    case MemCategory::KvSelection: return "kv_selection";
     default: return "?";
   }
 }
@@ -132,7 +132,7 @@ void DeviceMemory::check_plan(const MemoryPlan& plan, const std::string& hint) c
                         (accounts_->used_total ? ", already allocated " + format_bytes(accounts_->used_total) : "") +
                         "). Minimum that works: {device_mem} " + std::to_string((minimum + (1 << 20) - 1) >> 20) +
                         "M" + (hint.empty() ? "" : "; or " + hint),
-                    minimum);
+                    minimum, accounts_->budget);
 }
 
 Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& label, bool in_host_memory) {
@@ -144,7 +144,7 @@ Buffer DeviceMemory::alloc(MemCategory cat, size_t bytes, const std::string& lab
                           " (" + format_bytes(bytes) + " of " + category_name(cat) + ") with " +
                           format_bytes(accounts_->used_total) + " already in use. Minimum that works: {device_mem} " +
                           std::to_string((accounts_->used_total + bytes + (1 << 20) - 1) >> 20) + "M",
-                      accounts_->used_total + bytes);
+                      accounts_->used_total + bytes, accounts_->budget);
   }
   if (max_alloc_ && bytes > max_alloc_)
     throw ClError("buffer " + label + " needs " + format_bytes(bytes) + " in one allocation, more than the device's " +

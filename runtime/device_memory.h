@@ -14,19 +14,23 @@
 
 namespace infinipot::cl {
 
-// PotScoring: the memory pot's scoring and compaction buffers (CaP attention mass, survivor
-// and position-delta lists, the compaction copy), apart from the pot's K/V (kv_cache).
-enum class MemCategory { Weights = 0, KvCache, Activations, Scratch, Gemm, PotScoring, kCount };
+// KvSelection: the buffers that score, select and compact a KV store's entries (attention
+// mass, survivor and position-delta lists, the compaction copy), apart from the K/V (kv_cache).
+enum class MemCategory { Weights = 0, KvCache, Activations, Scratch, Gemm, KvSelection, kCount };
 const char* category_name(MemCategory c);
 constexpr size_t kNumCategories = static_cast<size_t>(MemCategory::kCount);
 
+// A plan or an allocation over the budget (the {device_mem} setting): what the budget is
+// (have) and the least that works (need), in bytes.
 class BudgetError : public std::runtime_error {
  public:
-  BudgetError(const std::string& msg, uint64_t minimum) : std::runtime_error(msg), minimum_(minimum) {}
+  BudgetError(const std::string& msg, uint64_t minimum, uint64_t budget)
+      : std::runtime_error(msg), minimum_(minimum), budget_(budget) {}
   uint64_t minimum_bytes() const { return minimum_; }
+  uint64_t budget_bytes() const { return budget_; }
 
  private:
-  uint64_t minimum_;
+  uint64_t minimum_, budget_;
 };
 
 // What a run will need, by category, computed before allocating.

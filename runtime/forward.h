@@ -20,10 +20,10 @@
 namespace infinipot {
 
 struct EvalOptions {
-  // Attention mass (CaP, H2O, TOVA): when set, the rows [mass_from_row, mass_to_row) of this
-  // chunk (mass_to_row < 0: to its end) add the attention they pay to every KV entry into
+  // Attention mass, for a caller that scores KV entries by the attention they receive: when
+  // set, the rows [mass_from_row, mass_to_row) of this chunk (mass_to_row < 0: to its end)
+  // add the attention they pay to every KV entry into
   // mass: [global store layers][n_kv_heads][capacity] (sliding-window layers measure nothing).
-  // The pot's scores come from the global layers only.
   cl::Buffer* mass = nullptr;
   int mass_from_row = 0;
   int mass_to_row = -1;
@@ -67,7 +67,7 @@ class Forward {
   // snapshots (MemoryPot::restore writes a saved local store back).
   const KvStore* window_store() const { return window_.get(); }
   KvStore* window_store() { return window_.get(); }
-  // Evaluations the caller will take back (the catalyst prompt, TOVA's re-run): reserve_window
+  // Evaluations the caller will take back (rows evaluated only to be scored): reserve_window
   // slides now if n more would not fit, so they do not slide the local store and
   // rewind_window(n) can drop them again, as KvStore::set_size does in the global store.
   // No-ops without sliding-window layers.

@@ -31,7 +31,7 @@ void KvStore::ensure_compaction_buffers() {
   auto& mem = ctx_.memory();
   const size_t per_head = size_t(cfg_.n_head_kv) * capacity_;
   const bool local = kind_ == KvKind::Local;
-  const auto category = local ? cl::MemCategory::KvCache : cl::MemCategory::PotScoring;
+  const auto category = local ? cl::MemCategory::KvCache : cl::MemCategory::KvSelection;
   const std::string prefix = local ? "kv_window." : "pot.";
   compact_tmp_ = mem.alloc(category, keys_.at(0).bytes(), prefix + "compact_copy");
   slots_ = mem.alloc(category, per_head * sizeof(int), prefix + "survivors");

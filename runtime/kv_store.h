@@ -30,7 +30,7 @@ class KvStore {
   // The model layers a store of this kind holds, in order.
   static std::vector<int> layers_of(const LlamaConfig& cfg, KvKind kind);
   static uint64_t bytes_needed(const LlamaConfig& cfg, int capacity, bool half = false, KvKind kind = KvKind::Global);
-  // Device bytes compact() and rerotate() hold once used (category pot_scoring for the
+  // Device bytes compact() and rerotate() hold once used (category kv_selection for the
   // global store, kv_cache for the local one): a copy of one layer's K or V, the per-head
   // slot and delta lists, and the delta list's rotation table.
   static uint64_t compaction_bytes(const LlamaConfig& cfg, int capacity, bool half = false);

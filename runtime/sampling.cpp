@@ -1,4 +1,5 @@
 #include "runtime/sampling.h"
+#include "model_loader/setting_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +9,8 @@
 namespace infinipot {
 
 Sampler::Sampler(const SamplerOptions& opts) : opts_(opts), rng_(opts.seed) {
-  if (!(opts.top_p > 0.0f)) throw std::invalid_argument("{top_p} must be in (0, 1], got " + std::to_string(opts.top_p));
-  if (!std::isfinite(opts.temperature)) throw std::invalid_argument("{temp} must be a finite number");
+  if (!(opts.top_p > 0.0f)) throw SettingError("top_p", std::to_string(opts.top_p), "in (0, 1]", "{top_p} must be in (0, 1], got " + std::to_string(opts.top_p));
+  if (!std::isfinite(opts.temperature)) throw SettingError("temp", std::to_string(opts.temperature), "a finite number", "{temp} must be a finite number");
 }
 
 TokenId Sampler::argmax(const std::vector<float>& logits) {

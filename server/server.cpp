@@ -92,6 +92,14 @@ std::string words(const ServerOptions& opt, const std::string& message) {
   return worded(message, names);
 }
 
+std::string request_field(const std::string& setting) {
+  if (setting == "n_predict") return "max_tokens";
+  if (setting == "temp") return "temperature";
+  if (setting == "top_p") return "top_p";
+  if (setting == "system") return "messages";
+  return "";  // one of the server's own settings, not the request's
+}
+
 int Server::Impl::answer_tokens(const Sampling& s, int room) const {
   if (room < 1) throw bad_request(words("the pot leaves no room for an answer: start the server with a larger {pot}"), "max_tokens");
   if (s.max_tokens == 0) return std::min({opt.default_max_tokens, opt.max_tokens, room});

@@ -37,6 +37,8 @@ struct AnswerJob {
 
 // An error's message in this server's words (its settings, the request's fields).
 std::string words(const ServerOptions& opt, const std::string& message);
+// The request field (OpenAI's error `param`) a setting id is given by, "" for the server's own.
+std::string request_field(const std::string& setting);
 
 struct Server::Impl {
   Impl(Engine& engine, ServerOptions options);

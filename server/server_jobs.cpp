@@ -28,6 +28,8 @@ void guarded(const ServerOptions& opt, Metrics& metrics, Channel& ch, F&& body) 
     fail(e);
   } catch (const ReadCancelled& e) {
     fail(ApiError(499, "invalid_request_error", "client_closed", std::string("the client went away: ") + e.what()));
+  } catch (const SettingError& e) {
+    fail(bad_request(words(opt, e.what()), request_field(e.setting())));
   } catch (const std::invalid_argument& e) {
     fail(bad_request(words(opt, e.what())));
   } catch (const ChatTemplateError& e) {

@@ -123,6 +123,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
     throw std::invalid_argument("--catalyst is empty: give the text the catalyst prompt should ask, or leave it out");
 
   EngineOptions eo = engine_options(o.model, o.device, o.device_mem, o.chunk, o.kv_type);
+  eo.weights = o.weights == "in-place" ? "in_place" : o.weights;
   eo.round_activations = o.round_activations;
   Engine engine(eo);
 
@@ -225,6 +226,7 @@ void print_summary(Engine& engine, const GenerateResult& r, const nlohmann::json
                         {"unified_memory", mem.value("unified_memory", false)},
                         {"weights_place", mem.value("weights_place", "")},
                         {"model_file_cached_bytes", mem.value("model_file_cached_bytes", uint64_t(0))},
+                        {"weights_load_s", engine.weights_load_s()},
                         {"kv_type", engine.kv_half() ? "f16" : "f32"},
                         {"round_activations", engine.options().round_activations},
                         {"device", engine.context().device().name}};
@@ -285,6 +287,10 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
   sub->add_option("--kv-type", o->kv_type, "KV store element type: auto (f16 with cl_khr_fp16, else f32), f16, f32")
       ->capture_default_str()->check(CLI::IsMember({"auto", "f16", "f32"}));
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--weights", o->weights,
+                  "Where the weights live: auto (in place in host memory where the device shares it, else "
+                  "copied to the device), in-place, copy")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "in-place", "copy"}));
   sub->add_option("--system", o->system, "System prompt (default: the model template's)");
   auto* pot = sub->add_option("--pot", o->pot, "Memory pot: read the input through a KV store of N entries with "
                               "InfiniPot's continual context distillation (default: off, a full KV cache)")

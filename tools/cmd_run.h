@@ -11,7 +11,7 @@
 namespace infinipot::cli {
 
 struct RunOpts {
-  std::string model, prompt, file, question, system, device, device_mem, kv_type = "auto";
+  std::string model, prompt, file, question, system, device, device_mem, kv_type = "auto", weights = "auto";
   int n_predict = 256;
   float temp = 0.0f;
   int top_k = 40;

@@ -1,4 +1,5 @@
 #include "engine/tasks/task_registry.h"
+#include "model_loader/setting_names.h"
 
 #include <stdexcept>
 
@@ -36,7 +37,7 @@ const Task* task_or_null(const std::string& name) {
 
 const Task& find_task(const std::string& name) {
   if (const Task* t = task_or_null(name)) return *t;
-  throw std::invalid_argument("{task} must be one of " + task_names() + "; got '" + name + "'");
+  throw SettingError("task", name, task_names(), "{task} must be one of " + task_names() + "; got '" + name + "'");
 }
 
 }  // namespace infinipot::nih

@@ -145,7 +145,7 @@ void attention_mass(Context& c, const AttentionShape& s, const Buffer& q, int ld
                     int n_past, int r0, int r1, const Buffer& lse, Buffer& mass, size_t mass_offset) {
   if (c.tuning().attention_vec16) {
     // 16 entries per work-item, the same sums bit for bit (cl_kernels/attention.cl): on PoCL
-    // the per-entry kernel ran H2O's full-chunk mass at a fifth of the attention's rate.
+    // the per-entry kernel ran a full chunk's mass at a fifth of the attention's rate.
     c.kernel(kSources, "attention_mass_vec16", attention_options(s))
         .args(q, ldq, k_cache, s.cap, n_past, r0, r1, score_scale(s), lse, s.n_heads, mass,
               static_cast<int>(mass_offset), window_arg(s))

@@ -31,4 +31,15 @@ static int failures = 0;
     }                                                                                                 \
   } while (0)
 
+/* The option the last failure named, as infinipot_last_error_setting spells it ("" for none). */
+#define CHECK_SETTING(field)                                                                          \
+  do {                                                                                                \
+    const char* got_ = infinipot_last_error_setting();                                                \
+    if (strcmp(got_, field) != 0) {                                                                   \
+      fprintf(stderr, "%s:%d: the failure named option \"%s\", want \"%s\" (message \"%s\")\n", __FILE__, \
+              __LINE__, got_, field, infinipot_last_error());                                         \
+      ++failures;                                                                                     \
+    }                                                                                                 \
+  } while (0)
+
 #endif

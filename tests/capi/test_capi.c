@@ -127,12 +127,15 @@ int main(int argc, char** argv) {
   /* Opening: bad arguments and bad files. */
   infinipot_model_options_init(&mo);
   CHECK_ERR(infinipot_model_open(NULL, &mo, &m), INFINIPOT_ERR_INVALID_ARGUMENT, "path");
+  CHECK_SETTING(""); /* an argument, not an option */
   CHECK_ERR(infinipot_model_open(argv[1], &mo, NULL), INFINIPOT_ERR_INVALID_ARGUMENT, "out");
   CHECK_ERR(infinipot_model_open("/nonexistent/model.gguf", &mo, &m), INFINIPOT_ERR_MODEL, "model.gguf");
   CHECK(m == NULL);
   CHECK_ERR(infinipot_model_open("/etc/hostname", &mo, &m), INFINIPOT_ERR_MODEL, "hostname");
+  CHECK_SETTING("");
   mo.kv_type = "f64";
   CHECK_ERR(infinipot_model_open(argv[1], &mo, &m), INFINIPOT_ERR_INVALID_ARGUMENT, "f64");
+  CHECK_SETTING("infinipot_model_options.kv_type");
   infinipot_model_options_init(&mo);
   CHECK(infinipot_model_open(argv[1], &mo, &m) == INFINIPOT_OK && m != NULL);
   if (!m) return 1;
@@ -142,19 +145,24 @@ int main(int argc, char** argv) {
   so.reserve = 64; /* question + answer: 160-entry pots keep 80 after a distillation */
   so.pot = -1;
   CHECK_ERR(infinipot_session_create(m, &so, &s), INFINIPOT_ERR_INVALID_ARGUMENT, "pot");
+  CHECK_SETTING("infinipot_session_options.pot");
   so.pot = 160;
   so.policy = "nosuch";
   CHECK_ERR(infinipot_session_create(m, &so, &s), INFINIPOT_ERR_INVALID_ARGUMENT, "nosuch");
+  CHECK_SETTING("infinipot_session_options.policy");
   so.policy = "full";
   CHECK_ERR(infinipot_session_create(m, &so, &s), INFINIPOT_ERR_INVALID_ARGUMENT, "full");
+  CHECK_SETTING("infinipot_session_options.policy");
   so.policy = NULL;
   so.pot = 4;
   CHECK_ERR(infinipot_session_create(m, &so, &s), INFINIPOT_ERR_INVALID_ARGUMENT, "infinipot_session_options.pot");
+  CHECK_SETTING("infinipot_session_options.pot"); /* from the pot's own check (MemoryPot::resolve) */
   CHECK(s == NULL);
   mo.device_mem = 4096;
   CHECK(infinipot_model_open(argv[1], &mo, &small) == INFINIPOT_OK);
   so.pot = 160;
   CHECK_ERR(infinipot_session_create(small, &so, &s), INFINIPOT_ERR_BUDGET, "budget");
+  CHECK_SETTING("infinipot_model_options.device_mem");
   infinipot_model_free(small);
   CHECK(infinipot_session_create(m, &so, &s) == INFINIPOT_OK && s != NULL);
   CHECK(infinipot_session_create(m, &so, &s2) == INFINIPOT_OK && s2 != NULL); /* sessions take turns on the device */
@@ -166,8 +174,10 @@ int main(int argc, char** argv) {
   CHECK(infinipot_session_feed(s, kDoc, strlen(kDoc)) == INFINIPOT_OK);
   CHECK_ERR(infinipot_session_ask(s, NULL, 8, collect, &junk), INFINIPOT_ERR_INVALID_ARGUMENT, "question");
   CHECK_ERR(infinipot_session_ask(s, "Which?", 0, collect, &junk), INFINIPOT_ERR_INVALID_ARGUMENT, "n_predict");
+  CHECK_SETTING("n_predict");
   junk.stop_after = 1;
   CHECK(infinipot_session_ask(s, "Which number?", 8, collect, &junk) == INFINIPOT_OK);
+  CHECK_SETTING(""); /* a call that succeeds clears it */
   CHECK(junk.pieces == 1); /* the callback's non-zero return stopped the answer */
   CHECK(infinipot_session_ask(s, "Again?", 8, collect, &junk) == INFINIPOT_OK); /* many asks per document */
   CHECK_ERR(infinipot_session_feed(s, "more ", 5), INFINIPOT_ERR_INVALID_ARGUMENT, "ended");

@@ -247,9 +247,11 @@ int main(int argc, char** argv) {
   infinipot_sampling_init(&sp);
   sp.top_p = 0;
   CHECK_ERR(infinipot_session_set_sampling(a, &sp), INFINIPOT_ERR_INVALID_ARGUMENT, "infinipot_sampling.top_p");
+  CHECK_SETTING("infinipot_sampling.top_p");
   infinipot_sampling_init(&sp);
   sp.temperature = -1;
   CHECK_ERR(infinipot_session_set_sampling(a, &sp), INFINIPOT_ERR_INVALID_ARGUMENT, "infinipot_sampling.temperature");
+  CHECK_SETTING("infinipot_sampling.temperature");
   infinipot_sampling_init(&sp);
   sp.temperature = 1.5f;
   sp.top_k = 50;

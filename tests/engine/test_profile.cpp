@@ -73,7 +73,7 @@ TEST_F(Profile, TraceHasMemoryCountersWithinTheCapAndEveryPhase) {
       }
       EXPECT_LE(sum, 64.0 * (1 << 20)) << "a memory sample exceeds the 64M cap";
       peak = std::max(peak, sum);
-      for (const char* cat : {"weights", "kv_cache", "pot_scoring", "activations", "scratch", "gemm"})
+      for (const char* cat : {"weights", "kv_cache", "kv_selection", "activations", "scratch", "gemm"})
         EXPECT_TRUE(e["args"].contains(cat)) << cat;
     } else if (e["ph"] == "X") {
       ASSERT_TRUE(e.contains("ts") && e.contains("dur") && e["dur"].get<double>() >= 0) << e.dump();

@@ -307,7 +307,7 @@ TEST_F(CliPot, EmptyWhitespaceAndInvalidUtf8Catalyst) {
 
 TEST_F(CliPot, DeviceMemTooSmallForThePotExits3NamingTheMinimum) {
   auto r = run({"-f", long_doc_, "--pot", "256", "--keep", "128", "-n", "4", "--device-mem", "50M"}, kQuick);
-  ASSERT_TRUE(fails_cleanly(r, {"device memory budget", "too small", "kv_cache", "pot_scoring",
+  ASSERT_TRUE(fails_cleanly(r, {"device memory budget", "too small", "kv_cache", "kv_selection",
                                 "Minimum that works: --device-mem ", "a smaller --pot (256 entries"}, 3, kQuick));
   const std::string minimum = test::device_mem_in(r.err);
   ASSERT_FALSE(minimum.empty()) << r.describe();
@@ -396,7 +396,7 @@ TEST_F(CliPot, SmallPotDistillsWithinTheMinimumBudget) {
   EXPECT_GT(pot.at("catalyst_tokens").get<int>(), 0);
   EXPECT_GT(pot.at("pinned").get<int>(), 0);
   EXPECT_EQ(pot.at("tokens_read").get<long long>(), j.at("prompt_tokens").get<long long>());
-  EXPECT_GT(j.at("device_bytes").at("pot_scoring").get<uint64_t>(), 0u);
+  EXPECT_GT(j.at("device_bytes").at("kv_selection").get<uint64_t>(), 0u);
   EXPECT_EQ(j.at("device_mem_budget").get<uint64_t>(), cl::parse_byte_size(minimum));
   EXPECT_LE(j.at("peak_device_bytes").get<uint64_t>(), j.at("device_mem_budget").get<uint64_t>());
   EXPECT_GT(j.at("generated_tokens").get<int>(), 0);

@@ -428,15 +428,15 @@ TEST_F(PotSelectKernel, ChooseMatchesHostOnALongRow) {
 
 // ---- errors and planning ------------------------------------------------------------------
 
-TEST_F(PotSelectKernel, ScratchIsPlannedInPotScoring) {
+TEST_F(PotSelectKernel, ScratchIsPlannedInKvSelection) {
   ChoiceShape per_head;
   per_head.per_head = true;
-  const uint64_t before = ctx().memory().used(cl::MemCategory::PotScoring);
+  const uint64_t before = ctx().memory().used(cl::MemCategory::KvSelection);
   {
     DeviceChoice choice(ctx(), 3, 2, 100, per_head);
-    EXPECT_EQ(ctx().memory().used(cl::MemCategory::PotScoring) - before, DeviceChoice::bytes_needed(3, 2, 100, per_head));
+    EXPECT_EQ(ctx().memory().used(cl::MemCategory::KvSelection) - before, DeviceChoice::bytes_needed(3, 2, 100, per_head));
   }
-  EXPECT_EQ(ctx().memory().used(cl::MemCategory::PotScoring), before);
+  EXPECT_EQ(ctx().memory().used(cl::MemCategory::KvSelection), before);
   ChoiceShape shared;
   shared.per_layer = false;
   EXPECT_EQ(DeviceChoice::n_groups(3, 2, per_head), 6);

@@ -546,7 +546,7 @@ TEST(PolicyRegistry, UnknownNamesThrowNamingTheKnownOnes) {
       ADD_FAILURE() << "found '" << bad << "'";
     } catch (const std::invalid_argument& e) {
       const std::string msg = e.what();
-      EXPECT_NE(msg.find("policy must be one of"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("{policy} must be one of"), std::string::npos) << msg;
       EXPECT_NE(msg.find("'" + std::string(bad) + "'"), std::string::npos) << msg;
       for (const auto& info : policies()) EXPECT_NE(msg.find(info.name), std::string::npos) << msg;
     }

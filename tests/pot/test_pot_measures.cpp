@@ -44,7 +44,7 @@ H2oReplay replay_h2o(int recent = -1, int keep_after_prefix = 16) {
   MemoryPot& pot = *a->pot();
   const int L = a->config().n_layer, H = a->config().n_head_kv;
   const size_t slots = size_t(L) * H * capacity;
-  cl::Buffer mass = b->context().memory().alloc(cl::MemCategory::PotScoring, slots * sizeof(float), "test.h2o_mass");
+  cl::Buffer mass = b->context().memory().alloc(cl::MemCategory::KvSelection, slots * sizeof(float), "test.h2o_mass");
   b->context().fill_zero(mass, mass.bytes());
   auto replay = [&](const std::vector<TokenId>& tokens) {
     EvalOptions eo;
@@ -326,7 +326,7 @@ TEST_P(PotBudget, BudgetCoversScoringBuffersAndTheMinimumWorks) {
     } catch (const cl::BudgetError& err) {
       const std::string msg = err.what();
       EXPECT_NE(msg.find("{device_mem}"), std::string::npos) << msg;
-      if (with_pot) EXPECT_NE(msg.find("pot_scoring"), std::string::npos) << msg;
+      if (with_pot) EXPECT_NE(msg.find("kv_selection"), std::string::npos) << msg;
       return err.minimum_bytes();
     }
     return 0;
@@ -348,7 +348,7 @@ TEST_P(PotBudget, BudgetCoversScoringBuffersAndTheMinimumWorks) {
   EXPECT_FALSE(r.tokens.empty());
   const auto report = exact->memory_report();
   EXPECT_LE(report["peak"].get<uint64_t>(), minimum);
-  const uint64_t scoring_peak = report["by_category"]["pot_scoring"]["peak"].get<uint64_t>();
+  const uint64_t scoring_peak = report["by_category"]["kv_selection"]["peak"].get<uint64_t>();
   EXPECT_GT(scoring_peak, 0u);
   EXPECT_LE(scoring_peak, MemoryPot::scoring_bytes(exact->config(), capacity, false, po));
 }

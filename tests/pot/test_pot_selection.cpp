@@ -629,6 +629,47 @@ TEST(PotResolve, KeepMustLeaveRoomBothWays) {
   EXPECT_EQ(MemoryPot::resolve(pot(100, 69), big_catalyst).keep, 69);
 }
 
+// The refusal carries the setting at fault, the value given and what would work, so a
+// front-end can point at its field (the server's `param`, infinipot_last_error_setting).
+SettingError setting_refusal(const PotOptions& o, const PotLayout& L) {
+  try {
+    MemoryPot::resolve(o, L);
+  } catch (const SettingError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "resolve accepted pot " << o.capacity << " keep " << o.keep;
+  return SettingError("", "", "", "");
+}
+
+TEST(PotResolve, RefusalsNameTheSettingTheValueAndWhatWorks) {
+  const PotLayout L{10, 5, 1000, 10};
+  SettingError e = setting_refusal(pot(16), {10, 5, 1000, 1});
+  EXPECT_EQ(e.setting(), "pot");
+  EXPECT_EQ(e.have(), "16");
+  EXPECT_EQ(e.need(), ">= 17");
+  e = setting_refusal(pot(100, 100), L);
+  EXPECT_EQ(e.setting(), "keep");
+  EXPECT_EQ(e.have(), "100");
+  EXPECT_EQ(e.need(), "< 100");
+  e = setting_refusal(pot(100, 10), L);
+  EXPECT_EQ(e.setting(), "keep");
+  EXPECT_EQ(e.need(), ">= 11");
+  e = setting_refusal(pot(100, 70), {10, 30, 1000, 10});
+  EXPECT_EQ(e.need(), "<= 69");
+  e = setting_refusal(pot(100, 50), {10, 5, 1000, 51});
+  EXPECT_EQ(e.setting(), "pot");
+  EXPECT_EQ(e.need(), ">= 101");
+  e = setting_refusal(pot(100, 40, 1.5f), L);
+  EXPECT_EQ(e.setting(), "nuc_ratio");
+  EXPECT_EQ(e.need(), "in [0, 1]");
+  PotOptions unknown = pot(100);
+  unknown.policy = "nosuch";
+  e = setting_refusal(unknown, L);
+  EXPECT_EQ(e.setting(), "policy");
+  EXPECT_EQ(e.have(), "nosuch");
+  EXPECT_TRUE(has(e.need(), "infinipot")) << e.need();  // the names that work
+}
+
 TEST(PotResolve, FinalPartMustFitAfterDistilling) {
   // keep 50 + final 51 > 100 when the body overflows the pot.
   const std::string msg = refusal(pot(100, 50), {10, 5, 1000, 51});
@@ -685,7 +726,7 @@ TEST(PotResolve, UsesThePolicysPinnedCount) {
 TEST(PotResolve, UnknownPolicyThrowsNamingTheKnownOnes) {
   for (const char* bad : {"", "recent", "Recent", "INFINIPOT", "infinipot ", "snap-kv"}) {
     const std::string msg = refusal(pot(100, 0, 0.5f, bad), {10, 5, 1000, 10});
-    EXPECT_TRUE(has(msg, "policy must be one of")) << bad << ": " << msg;
+    EXPECT_TRUE(has(msg, "{policy} must be one of")) << bad << ": " << msg;
     for (const auto& info : policies()) EXPECT_TRUE(has(msg, info.name)) << bad << ": " << msg;
   }
   EXPECT_THROW(find_policy("recent"), std::invalid_argument);  // the old baseline is gone

@@ -166,7 +166,7 @@ TEST_F(CliArgs, PerplexityTextShorterThanOneWindow) {
   const std::string text = dir_.file("short.txt");
   write_text(text, "In the beginning was a short text.\n");
   auto r = run_infinipot({"perplexity", "-m", model_, "-f", text, "-c", "128"});
-  EXPECT_TRUE(fails_cleanly(r, {"fewer than one window of -c 128", "smaller -c"}, 1, kQuick));
+  EXPECT_TRUE(fails_cleanly(r, {"fewer than one window of --ctx 128", "smaller --ctx"}, 1, kQuick));
   // -c below the smallest window the scorer supports is a usage error naming -c's range.
   EXPECT_TRUE(fails_cleanly(run_infinipot({"perplexity", "-m", model_, "-f", text, "-c", "8"}), {"--ctx", "8", "16"},
                             std::nullopt, kQuick));

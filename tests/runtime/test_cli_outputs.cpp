@@ -108,7 +108,7 @@ TEST_F(CliOutputs, RunJsonHasTheDocumentedFieldsAndStaysWithinTheBudget) {
   const json& cats = j["device_bytes"];
   ASSERT_TRUE(cats.is_object()) << j.dump();
   uint64_t sum = 0;
-  for (const char* cat : {"weights", "kv_cache", "activations", "scratch", "gemm", "pot_scoring"}) {
+  for (const char* cat : {"weights", "kv_cache", "activations", "scratch", "gemm", "kv_selection"}) {
     ASSERT_TRUE(cats.contains(cat)) << "device_bytes lacks \"" << cat << "\": " << cats.dump();
     sum += cats[cat].get<uint64_t>();
   }
@@ -116,6 +116,28 @@ TEST_F(CliOutputs, RunJsonHasTheDocumentedFieldsAndStaysWithinTheBudget) {
   EXPECT_GT(cats["kv_cache"].get<uint64_t>(), 0u);
   // Category peaks may fall at different moments, so their sum bounds the total peak.
   EXPECT_GE(sum, peak);
+}
+
+// ---- Where the weights live ---------------------------------------------------------------
+
+TEST_F(CliOutputs, WeightsInPlaceAndCopiedGiveTheSameAnswerAndSayWhereTheyAre) {
+  const std::vector<std::string> args = {"-p", "Name three colours.", "--json", "-n", "12"};
+  std::vector<std::string> copy = args, in_place = args;
+  copy.insert(copy.end(), {"--weights", "copy"});
+  in_place.insert(in_place.end(), {"--weights", "in-place"});
+  const json c = run_json("run", copy);
+  const json p = run_json("run", in_place);
+  EXPECT_EQ(c.value("weights_place", ""), "copied") << c.dump();
+  EXPECT_EQ(p.value("weights_place", ""), "in_place") << p.dump();
+  EXPECT_EQ(c["text"], p["text"]);
+  EXPECT_EQ(c["device_bytes"]["weights"], p["device_bytes"]["weights"]);  // the same bytes, placed elsewhere
+  EXPECT_GT(c.value("weights_load_s", 0.0), 0.0);
+  EXPECT_GT(p.value("weights_load_s", 0.0), 0.0);
+  // In place, the file's pages are dropped once the weights are read: far below the 94 MiB file.
+  EXPECT_LT(p.value("model_file_cached_bytes", uint64_t{1} << 40), uint64_t{32} << 20) << p.dump();
+  const test::ProcResult bad = run_infinipot({"run", "-m", model_, "-p", "x", "--weights", "mmap"}, {{}, kGenerate});
+  EXPECT_EQ(bad.exit_code, 2) << bad.describe();  // a usage error naming the choices
+  EXPECT_NE(bad.err.find("--weights"), std::string::npos) << bad.describe();
 }
 
 // ---- tokenize / inspect / devices / perplexity --json ------------------------------------
