@@ -29,3 +29,10 @@ __kernel void scale(__global float* x, const int n, const float s) {
   const int i = get_global_id(0);
   if (i < n) x[i] *= s;
 }
+
+// x[r][c] += bias[c] for c < n_cols: a product's biases (Qwen2's q|k|v), over rows of stride ld.
+// Launch: global (n_cols, n_rows).
+__kernel void add_bias(__global float* x, const int ld, const int n_cols, __global const float* bias) {
+  const int c = get_global_id(0), r = get_global_id(1);
+  if (c < n_cols) x[(size_t)r * ld + c] += bias[c];
+}

@@ -23,6 +23,8 @@
 //         of one head, adjacent after the loader's reorder); q and k rows are rotated by the
 //         angles cs[r] ([n_rows][n_rot/2] (cos, sin)) before they are written, and k and v rows
 //         also go to slot slot0 + r of their head in k_cache / v_cache ([n_kv_heads][cap][head_dim]).
+//   BIAS: bias[o] ([n_out] float) added to each output o before the epilogue (Qwen2's q|k|v
+//         biases, so that RoPE rotates the biased sums); not with GLU.
 // NATIVE_DOT (with NATIVE_K = K, a multiple of 32; Q4_0, Q4_1, Q8_0 weights): the work-group
 //         quantizes the input row (times nw under NORM, each block's sum of squares beside it)
 //         to 8 bits per block in local memory, and each row's dot product runs in the CPU's
@@ -135,6 +137,9 @@ inline __global const uchar* row_of(__global const uchar* W, __global const ucha
 __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_out, const int K,
                      __global const float* x, const int n_rows, __global float* y, const int y_off, const int ldy,
                      __global const uchar* Wu, const int up_row0, __global const float* nw, const float eps
+#ifdef BIAS
+                     , __global const float* bias
+#endif
 #ifdef ROPE_KV
                      , __global const float2* cs, const int head_dim, const int n_rot, const int n_head,
                      const int n_kv_heads, __global kv_t* k_cache, __global kv_t* v_cache, const int cap,
@@ -182,6 +187,12 @@ __kernel void matvec(__global const uchar* W, const int row_bytes, const int n_o
 #elif defined(NORM)
   const float inv_rms = rsqrt(sum_of_squares(xr, K) / (float)K + eps);
   for (int i = 0; i < ROWS; ++i) s[i] *= inv_rms;
+#endif
+#ifdef BIAS
+#if defined(GLU)
+#error "BIAS adds one bias per output row: not with GLU's paired rows"
+#endif
+  for (int i = 0; i < no; ++i) s[i] += bias[o0 + i];  // before RoPE, as the model adds it
 #endif
 #ifdef ROPE_KV
   // rope.cl's epilogue, on the sums before they are stored (ROWS == 4: whole pairs of one head).

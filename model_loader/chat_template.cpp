@@ -17,7 +17,6 @@ const char* recognise_other_family(const std::string& t) {
   if (t.find("<|User|>") != std::string::npos || t.find("<\xEF\xBD\x9CUser\xEF\xBD\x9C>") != std::string::npos) {
     return "deepseek";
   }
-  if (t.find("<|user|>") != std::string::npos) return "phi3 <|user|> ... <|end|>";
   return nullptr;
 }
 
@@ -104,6 +103,19 @@ std::string render_zephyr(const std::vector<ChatMessage>& messages, bool add_gen
   return out;
 }
 
+// Phi-3 (and 3.5): <|role|>\ncontent<|end|>\n, the assistant turn opened with
+// "<|assistant|>\n"; contents kept as they are. A system message is a <|system|> turn (the
+// Phi-3.5 and later Phi-3 templates; llama.cpp's built-in phi3 renderer writes every role so).
+std::string render_phi3(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const Vocab&) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    check_role(m.role);
+    out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  }
+  if (add_generation_prompt) out += "<|assistant|>\n";
+  return out;
+}
+
 struct Family {
   const char* name;
   const char* marker;       // a string every template of the family has
@@ -116,6 +128,7 @@ const Family kFamilies[] = {
     {"chatml", kImStart, "", kImEnd, render_chatml},
     {"gemma", "<start_of_turn>", "", "<end_of_turn>", render_gemma},
     {"llama3", "<|start_header_id|>", "", "<|eot_id|>", render_llama3},
+    {"phi3", "<|end|>", "<|assistant|>", "<|end|>", render_phi3},  // before zephyr: both write <|user|>
     {"zephyr", "<|user|>", "eos_token", "", render_zephyr},
 };
 
@@ -210,10 +223,10 @@ ChatTemplate ChatTemplate::from_template(const std::optional<std::string>& templ
   }
   if (const char* other = recognise_other_family(t)) {
     throw ChatTemplateError(
-        fmt::format("unsupported chat template family '{}' (implemented: ChatML, Gemma, Llama 3, Zephyr)", other));
+        fmt::format("unsupported chat template family '{}' (implemented: ChatML, Gemma, Llama 3, Phi-3, Zephyr)", other));
   }
   throw ChatTemplateError(fmt::format(
-      "unrecognised chat template (implemented: ChatML, Gemma, Llama 3, Zephyr); it begins: {}", excerpt(t)));
+      "unrecognised chat template (implemented: ChatML, Gemma, Llama 3, Phi-3, Zephyr); it begins: {}", excerpt(t)));
 }
 
 ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& file) {

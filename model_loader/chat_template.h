@@ -1,5 +1,5 @@
 // Chat formatting. We read tokenizer.chat_template and recognise the template family
-// (ChatML for SmolLM2 and Qwen, Gemma, Llama 3, Zephyr for TinyLlama) rather than run a Jinja
+// (ChatML for SmolLM2 and Qwen, Gemma, Llama 3, Phi-3, Zephyr for TinyLlama) rather than run a Jinja
 // interpreter; an unknown template is an error that names it.
 #pragma once
 #include <optional>
@@ -34,12 +34,12 @@ class ChatTemplate {
   // When the template inserts a default system prompt (SmolLM2 does) and messages have
   // none, it is inserted here too.
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
-  const std::string& family() const { return family_; }  // "chatml", "gemma", "llama3", "zephyr" or "none"
+  const std::string& family() const { return family_; }  // "chatml", "gemma", "llama3", "phi3", "zephyr" or "none"
   // No chat template: prompts are the text as is (base models); render() refuses.
   bool completion() const { return family_ == "none"; }
   // Whether render() trims each message's content (gemma, llama3 do; chatml, zephyr keep it).
   bool trims_content() const { return family_ == "gemma" || family_ == "llama3"; }
-  const std::string& end_of_turn() const { return end_of_turn_; }  // "<|im_end|>", "<end_of_turn>", "<|eot_id|>", EOS
+  const std::string& end_of_turn() const { return end_of_turn_; }  // "<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", EOS
   // System prompt the template inserts when the conversation has none; "" if it has none.
   const std::string& default_system() const { return default_system_; }
 

@@ -1,7 +1,9 @@
-// The model description every supported architecture (llama, gemma3) maps its GGUF metadata
-// into, and the weight table, validated against the tensors actually present. The forward pass
+// The model description every supported family (model_family.h) maps its GGUF metadata into,
+// and the weight table, validated against the tensors actually present. The forward pass
 // reads only this description: what differs between families is data here, not a code fork.
 #pragma once
+#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 #include "model_loader/gguf.h"
@@ -17,7 +19,7 @@ enum class FfnActivation { SiLU, GeluTanh };
 // (The name predates gemma3; it describes every supported architecture. `<arch>` below is
 // general.architecture, the prefix of every hyperparameter key.)
 struct LlamaConfig {
-  std::string architecture;   // "llama" or "gemma3"
+  std::string architecture;   // general.architecture: a row of model_families()
   std::string name;           // general.name, for display
   int n_layer = 0;            // <arch>.block_count
   int n_embd = 0;             // <arch>.embedding_length (d_model)
@@ -44,6 +46,7 @@ struct LlamaConfig {
   int sliding_window = 0;                 // <arch>.attention.sliding_window (Local layers)
   float rope_theta_local = 10000.f;       // <arch>.rope.freq_base_swa (Local layers), else 1e4
   bool qk_norm = false;       // RMSNorm over head_dim on each q and k head (attn_q_norm/attn_k_norm)
+  bool qkv_bias = false;      // q|k|v biases added to their product, before QK-norm and RoPE (qwen2)
   bool post_norms = false;    // RMSNorm of the attention and FFN outputs before the residual add
   FfnActivation ffn_act = FfnActivation::SiLU;
   float embd_scale = 1.f;     // embeddings are multiplied by this (gemma: sqrt(n_embd))
@@ -80,6 +83,9 @@ struct LayerWeights {
   const gguf::TensorInfo* k_norm = nullptr;          // [head_dim]  qk_norm
   const gguf::TensorInfo* post_attn_norm = nullptr;  // [n_embd]    post_norms
   const gguf::TensorInfo* post_ffn_norm = nullptr;   // [n_embd]    post_norms
+  const gguf::TensorInfo* bq = nullptr;              // [n_head*head_dim]     qkv_bias
+  const gguf::TensorInfo* bk = nullptr;              // [n_head_kv*head_dim]  qkv_bias
+  const gguf::TensorInfo* bv = nullptr;              // [n_head_kv*head_dim]  qkv_bias
 };
 
 struct WeightTable {
@@ -87,16 +93,19 @@ struct WeightTable {
   const gguf::TensorInfo* output_norm;  // [n_embd]
   const gguf::TensorInfo* output;       // [n_embd, n_vocab]; == token_embd when tied
   std::vector<LayerWeights> layers;     // n_layer
+  // Row slices of fused tensors that the layers point into (a Phi-3 file's attn_qkv gives
+  // wq, wk and wv; its ffn_up gives w_gate and w_up): same bytes, read as separate weights.
+  std::shared_ptr<const std::deque<gguf::TensorInfo>> views;
 };
 
-// Reads and checks the hyperparameters: architecture must be "llama" or "gemma3", required keys
+// Reads and checks the hyperparameters: architecture must be a row of model_families(), required keys
 // present, values positive and consistent (n_head % n_head_kv == 0, ...). With <arch> the
 // architecture: required general.architecture, <arch>.block_count, <arch>.embedding_length,
 // <arch>.feed_forward_length, <arch>.attention.head_count, <arch>.context_length. Optional:
 // <arch>.attention.head_count_kv (= head_count), <arch>.rope.freq_base (10000),
-// <arch>.attention.layer_norm_rms_epsilon (1e-5; gemma3 1e-6), <arch>.rope.dimension_count
-// (= head_dim), <arch>.attention.key_length/value_length (llama: must be n_embd / n_head;
-// gemma3: the head size, equal). gemma3 also: <arch>.attention.sliding_window (required),
+// <arch>.attention.layer_norm_rms_epsilon (the family's default), <arch>.rope.dimension_count
+// (= head_dim), <arch>.attention.key_length/value_length (the head size, equal; else
+// n_embd / n_head). gemma3 also: <arch>.attention.sliding_window (required),
 // <arch>.attention.sliding_window_pattern (6: five local layers, then one global),
 // <arch>.rope.freq_base_swa (10000). n_vocab is token_embd.weight's row count;
 // <arch>.vocab_size and tokenizer.ggml.tokens, when present, must agree with it. RoPE scaling
@@ -104,7 +113,7 @@ struct WeightTable {
 LlamaConfig read_llama_config(const gguf::GgufFile& file);
 // Finds every tensor, checks its shape against the config and that its type is supported;
 // errors name the tensor, the expected and the found shape/type. A tensor the forward pass
-// would not read (a bias, an extra norm) is refused by name.
+// would not read (a bias its family has not, an extra norm, LongRoPE factors) is refused by name.
 WeightTable map_weights(const gguf::GgufFile& file, const LlamaConfig& cfg);
 
 }  // namespace infinipot

@@ -31,12 +31,14 @@ std::string gpt2_pattern() {
 // Llama 3: like GPT-2 but contractions in either case, one non-letter may lead a letter run,
 // digits in groups of up to three, and newlines kept with the symbols before them. The case
 // variants are spelled out rather than (?i:...): PCRE2's caseless mode also folds U+017F and
-// U+212A onto 's' and 'k', which llama.cpp does not.
-std::string llama3_pattern() {
+// U+212A onto 's' and 'k', which llama.cpp does not. `digits`: how many digits one piece
+// takes ("{1,3}" for Llama 3; "" for Qwen2, whose pattern is otherwise Llama 3's: one digit
+// a piece).
+std::string llama3_pattern(const char* digits = "{1,3}") {
   return fmt::format(
       "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\\r\\n\\p{{L}}\\p{{N}}]?\\p{{L}}+|"
-      "\\p{{N}}{{1,3}}| ?[^{0}\\p{{L}}\\p{{N}}]+[\\r\\n]*|{1}*[\\r\\n]+|{1}+(?!{2})|{1}+",
-      kWs, ws(), not_ws());
+      "\\p{{N}}{3}| ?[^{0}\\p{{L}}\\p{{N}}]+[\\r\\n]*|{1}*[\\r\\n]+|{1}+(?!{2})|{1}+",
+      kWs, ws(), not_ws(), digits);
 }
 
 struct Stages {
@@ -64,6 +66,10 @@ bool stages_for(const std::string& pre, Stages& out) {
   if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3") {
     out.patterns = {llama3_pattern()};
     out.ignore_merges = true;
+    return true;
+  }
+  if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "megrez") {  // Qwen2, Qwen2.5, Qwen3
+    out.patterns = {llama3_pattern("")};
     return true;
   }
   return false;
@@ -114,7 +120,7 @@ PreTokenizer PreTokenizer::for_name(const std::string& pre) {
   if (!stages_for(pre, stages)) {
     throw TokenizerError(fmt::format(
         "unsupported pre-tokenizer tokenizer.ggml.pre = \"{}\" (supported: default, gpt2, smollm, "
-        "starcoder, llama3 and their aliases)",
+        "starcoder, llama3, qwen2 and their aliases)",
         pre));
   }
   auto impl = std::make_unique<Impl>();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <string_view>
 #include <utility>
 
@@ -68,6 +69,28 @@ int parse_byte_token(const std::string& text) {
   return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
 }
 
+// llama.cpp sets token attributes by the model's name (llama-vocab.cpp, load): for a model
+// whose lowercased general.name contains "phi-3" or "phi3", every special token but <unk>,
+// <s> and <|endoftext|> (and </s> too) swallows the whitespace after it, so
+// "<|user|>\nHi<|end|>\n<|assistant|>\n" tokenizes without the newlines. Done the same way,
+// so prompts tokenize as llama.cpp's do. Per token: whether it strips what follows.
+std::vector<bool> strip_after(const gguf::GgufFile& file, size_t n, const std::vector<TokenId>& specials,
+                              const TokenizerModel& model) {
+  std::vector<bool> rstrip(n, false);
+  if (!file.has("general.name") || file.get("general.name").type != gguf::ValueType::STRING) return rstrip;
+  std::string name = file.get_string("general.name");
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return rstrip;
+  for (TokenId id : specials) rstrip[id] = true;
+  auto set = [&](const char* text, bool value) {
+    const TokenId id = model.find(text);
+    if (id >= 0) rstrip[id] = value;
+  };
+  set("</s>", true);
+  for (const char* text : {"<unk>", "<s>", "<|endoftext|>"}) set(text, false);
+  return rstrip;
+}
+
 }  // namespace
 
 struct Tokenizer::Impl {
@@ -77,6 +100,7 @@ struct Tokenizer::Impl {
   std::vector<bool> hidden;         // control/unknown: rendered only with render_special
   std::unique_ptr<TokenizerModel> model;
   std::vector<TokenId> specials;    // matched in raw text, longest text first
+  std::vector<bool> rstrip;         // whitespace after this special token is dropped (Phi-3)
   std::vector<TokenId> end_of_generation;
   TokenId bos = -1, eos = -1, eot = -1;
   bool add_bos = false;
@@ -170,6 +194,7 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& file) {
   std::stable_sort(impl->specials.begin(), impl->specials.end(), [&](TokenId a, TokenId b) {
     return impl->texts[a].size() > impl->texts[b].size();
   });
+  impl->rstrip = strip_after(file, n, impl->specials, *impl->model);
   return Tokenizer(std::move(impl));
 }
 
@@ -191,9 +216,12 @@ std::vector<Fragment> Tokenizer::Impl::split_specials(const std::string& text, b
       const size_t end = f.begin + f.len;
       const std::string_view window(text.data(), end);  // matches must end inside the fragment
       size_t pos = f.begin;
-      for (size_t m; (m = window.find(needle, pos)) != std::string_view::npos; pos = m + needle.size()) {
+      for (size_t m; (m = window.find(needle, pos)) != std::string_view::npos;) {
         if (m > pos) next.push_back({-1, pos, m - pos});
         next.push_back({id, m, needle.size()});
+        pos = m + needle.size();
+        if (rstrip[id])  // as llama.cpp's isspace: ASCII whitespace only
+          while (pos < end && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
       }
       if (pos < end) next.push_back({-1, pos, end - pos});
     }

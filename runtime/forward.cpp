@@ -1,4 +1,5 @@
 #include "runtime/forward.h"
+#include "model_loader/setting_names.h"
 
 #include <algorithm>
 #include <cmath>
@@ -124,7 +125,7 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   decode_splits_ = std::min(kMaxDecodeSplits, ops::decode_splits(ctx, decode_shape(c)));
   // Which blocks a decode row runs in one launch: fixed by the model, its weights and the tuning.
   for (int l = 0; l < c.n_layer; ++l)
-    one_launch_.push_back(!c.post_norms && !c.qk_norm && m_.layers[l].qkv_fused() &&
+    one_launch_.push_back(!c.post_norms && !c.qk_norm && !c.qkv_bias && m_.layers[l].qkv_fused() &&
                           ops::decode_layer_supported(ctx, decode_shape(c), one_launch_layer(l, pos_)));
   logits_ = mem.alloc(MemCategory::Scratch, s.logits, "logits");
   if (kv.n_layers() != int(KvStore::layers_of(c, KvKind::Global).size()) || kv.kind() != KvKind::Global)
@@ -179,7 +180,7 @@ void Forward::prepare_input(const ops::DeviceWeight& W, bool gemm) {
       input_round_ = want;
     } else if (want != input_round_) {
       // The input is rounded once, in place: weights wanting another format cannot share it.
-      throw std::invalid_argument(std::string("{round_activations}: a ") + quant::traits(W.type).name +
+      throw SettingError("round_activations", "", "", std::string("{round_activations}: a ") + quant::traits(W.type).name +
                                   " weight multiplies an input already rounded to " +
                                   ops::act_round_name(input_round_) + " for another weight of this model; the " +
                                   "emulation handles one input format per layer input (run without it)");
@@ -317,15 +318,16 @@ void Forward::layer(int l, int n) {
     return;
   }
 
-  // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn)), rope(qk_norm(Wk·xn)), Wv·xn)
-  // with xn = rmsnorm(x) * attn_norm
+  // Attention block: x += [post_norm] Wo · attention(rope(qk_norm(Wq·xn + bq)), rope(qk_norm(Wk·xn + bk)), Wv·xn + bv)
+  // with xn = rmsnorm(x) * attn_norm (biases and QK-norm where the model has them)
   set_normed_input(L.attn_norm, n, fusable({&L.wqkv, &L.wq, &L.wk, &L.wv}, n), L.qkv_fused() ? L.wqkv : L.wq);
   const cl::Buffer& angles = local ? pos_local_ : pos_;
-  // Decode without QK-norm (which needs whole heads first): RoPE and the KV store happen in
-  // the q|k|v product's epilogue.
+  // Decode without QK-norm (which needs whole heads first): the biases, RoPE and the KV store
+  // happen in the q|k|v product's epilogue.
   if (L.qkv_fused() && !c.qk_norm && c.head_dim % 4 == 0 && fusable({&L.wqkv}, n)) {
     const ops::RopeKv rkv{c.n_head,      c.n_head_kv,     c.head_dim,    c.n_rot, &angles,
-                          &kv.keys(li),  &kv.values(li),  kv.capacity(), n_past,  kv.half()};
+                          &kv.keys(li),  &kv.values(li),  kv.capacity(), n_past,  kv.half(),
+                          c.qkv_bias ? &L.qkv_bias : nullptr};
     ops::matvec_qkv_rope(ctx_, L.wqkv, *input_, input_norm_, n, qkv_, rkv);  // q|k|v [n][qkv_ld], k v stored
   } else {
     if (L.qkv_fused()) {
@@ -335,6 +337,7 @@ void Forward::layer(int l, int n) {
       project(L.wk, qkv_, qkv_ld_, q_dim, false);                      // k   [n][kv_dim]
       project(L.wv, qkv_, qkv_ld_, q_dim + kv_dim, false);             // v   [n][kv_dim]
     }
+    if (c.qkv_bias) ops::add_bias(ctx_, qkv_, qkv_ld_, n, qkv_ld_, L.qkv_bias);  // q|k|v += bq|bk|bv
     if (c.qk_norm) {  // each q and k head normalised over head_dim, in place
       ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, 0, c.n_head, c.head_dim, n, L.q_norm, c.rms_eps);
       ops::rms_norm_heads(ctx_, qkv_, qkv_ld_, q_dim, c.n_head_kv, c.head_dim, n, L.k_norm, c.rms_eps);

@@ -117,6 +117,30 @@ cl::Buffer upload_f32(cl::Context& ctx, const gguf::GgufFile& file, const gguf::
   return b;
 }
 
+// The q | k | v biases as one float vector beside the q|k|v product's columns; q and k are
+// reordered within each head as their weights' rows are (`order`, for NEOX models).
+cl::Buffer upload_qkv_bias(cl::Context& ctx, const gguf::GgufFile& file, const LayerWeights& l,
+                           const std::vector<int>& order) {
+  std::vector<float> host;
+  for (const gguf::TensorInfo* t : {l.bq, l.bk, l.bv}) {
+    const int64_t n = t->n_elements();
+    std::vector<uint8_t> raw(t->n_bytes);
+    file.read_tensor(*t, raw.data(), 0, t->n_bytes);
+    std::vector<float> part(static_cast<size_t>(n));
+    quant::dequantize_row(t->type, raw.data(), part.data(), n);
+    if (!order.empty() && t != l.bv) {
+      const size_t hd = order.size();
+      for (size_t h = 0; h < part.size() / hd; ++h)
+        for (size_t r = 0; r < hd; ++r) host.push_back(part[h * hd + static_cast<size_t>(order[r])]);
+    } else {
+      host.insert(host.end(), part.begin(), part.end());
+    }
+  }
+  cl::Buffer b = ctx.memory().alloc(cl::MemCategory::Weights, host.size() * sizeof(float), l.bq->name);
+  ctx.write(b, host.data(), host.size() * sizeof(float));
+  return b;
+}
+
 uint64_t f32_bytes(const gguf::TensorInfo& t) { return static_cast<uint64_t>(t.n_elements()) * 4; }
 
 }  // namespace
@@ -128,7 +152,7 @@ uint64_t device_weight_bytes(const gguf::GgufFile&, const WeightTable& table) {
     total += f32_bytes(*l.attn_norm) + f32_bytes(*l.ffn_norm) + l.wq->n_bytes + l.wk->n_bytes + l.wv->n_bytes +
              l.wo->n_bytes + l.w_gate->n_bytes + l.w_up->n_bytes + l.w_down->n_bytes;
   for (const auto& l : table.layers)
-    for (const gguf::TensorInfo* t : {l.q_norm, l.k_norm, l.post_attn_norm, l.post_ffn_norm})
+    for (const gguf::TensorInfo* t : {l.q_norm, l.k_norm, l.post_attn_norm, l.post_ffn_norm, l.bq, l.bk, l.bv})
       if (t != nullptr) total += f32_bytes(*t);
   return total;
 }
@@ -158,6 +182,7 @@ DeviceModel upload_model(cl::Context& ctx, const gguf::GgufFile& file, const Lla
       d.wk = upload_rows(ctx, file, place, {l.wk}, l.wk->name, order, {true});
       d.wv = upload_matrix(ctx, file, place, *l.wv);
     }
+    if (l.bq) d.qkv_bias = upload_qkv_bias(ctx, file, l, order);
     if (l.q_norm) d.q_norm = upload_f32(ctx, file, *l.q_norm, order);
     if (l.k_norm) d.k_norm = upload_f32(ctx, file, *l.k_norm, order);
     if (l.post_attn_norm) d.post_attn_norm = upload_f32(ctx, file, *l.post_attn_norm);

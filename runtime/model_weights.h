@@ -29,6 +29,7 @@ struct DeviceLayer {
   cl::Buffer k_norm;          // [head_dim] float  QK-norm of each k head
   cl::Buffer post_attn_norm;  // [n_embd] float    norm of the attention output before the residual add
   cl::Buffer post_ffn_norm;   // [n_embd] float    norm of the FFN output before the residual add
+  cl::Buffer qkv_bias;        // [(n_head + 2 n_head_kv)*head_dim] float  q | k | v biases (qwen2)
   bool qkv_fused() const { return static_cast<bool>(wqkv.buf); }
   bool gate_up_fused() const { return static_cast<bool>(w_gate_up.buf); }
 };

@@ -22,3 +22,9 @@ if ! python3 -c "import openai" 2>/dev/null; then
   echo "deps: installing the openai Python package"
   python3 -m pip install --quiet --disable-pip-version-check openai==3.57.0
 fi
+# The model families' tests regenerate their GGUF files with PyPI's gguf package
+# (scripts/reference/make_family_models.py), pinned so the files come out byte for byte.
+if ! python3 -c "import gguf, numpy; from importlib.metadata import version; assert version('gguf') == '0.19.0'" 2>/dev/null; then
+  echo "deps: installing the gguf Python package"
+  python3 -m pip install --quiet --disable-pip-version-check gguf==0.19.0
+fi

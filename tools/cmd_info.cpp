@@ -2,9 +2,15 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "model_loader/gguf.h"
 #include "model_loader/inspect.h"
+#include "model_loader/model_family.h"
+#include "model_loader/quant.h"
 #include "model_loader/tokenizer.h"
 #include "runtime/device.h"
 #include "runtime/icd_check.h"
@@ -47,16 +53,57 @@ void add_devices_command(CLI::App& app) {
   });
 }
 
+namespace {
+
+// The family table (model_loader/model_family.h) as a user reads it: what each family's files
+// may hold beyond the llama block.
+void print_families(bool json) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ModelFamily& f : model_families()) {
+    std::vector<std::string> has;
+    if (f.rope_neox) has.push_back("NEOX RoPE");
+    if (f.rope_freqs) has.push_back("RoPE factors (rope_freqs)");
+    if (f.qkv_bias) has.push_back("q/k/v biases");
+    if (f.qk_norm) has.push_back("QK-norm");
+    if (f.post_norms) has.push_back("post-norms");
+    if (f.fused_qkv) has.push_back("fused attn_qkv");
+    if (f.fused_gate_up) has.push_back("fused gate|up");
+    if (f.gelu) has.push_back("GELU-tanh");
+    if (f.embd_scale_sqrt) has.push_back("scaled embeddings");
+    if (*f.extra) has.push_back(f.extra);
+    rows.push_back({{"architecture", f.arch}, {"models", f.models}, {"features", has}});
+  }
+  if (json) {
+    std::cout << nlohmann::json{{"families", rows}, {"weight_types", quant::device_type_names()}}.dump(2) << std::endl;
+    return;
+  }
+  std::printf("%-8s  %-60s  %s\n", "family", "models", "beyond the llama block");
+  for (const auto& r : rows) {
+    std::string has;
+    for (const auto& h : r["features"]) has += (has.empty() ? "" : ", ") + h.get<std::string>();
+    std::printf("%-8s  %-60s  %s\n", r["architecture"].get<std::string>().c_str(), r["models"].get<std::string>().c_str(),
+                has.c_str());
+  }
+  std::printf("weight types: %s\n", quant::device_type_names().c_str());
+}
+
+}  // namespace
+
 void add_inspect_command(CLI::App& app) {
   auto* sub = app.add_subcommand("inspect", "Validate a GGUF model and print its metadata and tensors");
   struct Opts {
     std::string model;
-    bool json = false;
+    bool json = false, families = false;
   };
   auto o = std::make_shared<Opts>();
-  sub->add_option("-m,--model", o->model, "GGUF model file")->required();
+  auto* model = sub->add_option("-m,--model", o->model, "GGUF model file");
+  auto* families = sub->add_flag("--families", o->families,
+                                 "List the model families (general.architecture) and weight types this build runs");
+  model->excludes(families);
   sub->add_flag("--json", o->json, "Print one JSON object {metadata, tensors}");
   sub->callback([o] {
+    if (o->families) return print_families(o->json);
+    if (o->model.empty()) throw CLI::RequiredError("--model (or --families)");
     auto file = gguf::GgufFile::open(o->model);
     if (o->json) std::cout << inspect_json(file).dump(2) << std::endl;
     else std::cout << inspect_text(file);

@@ -20,4 +20,10 @@ void scale(Context& c, Buffer& x, size_t n, float s) {
   c.kernel(kSources, "scale").args(x, static_cast<int>(n), s).launch(c.queue(), {n});
 }
 
+void add_bias(Context& c, Buffer& x, int ld, int n_rows, int n_cols, const Buffer& bias) {
+  if (n_cols > ld || x.bytes() < (size_t(n_rows - 1) * ld + n_cols) * 4 || bias.bytes() < size_t(n_cols) * 4)
+    throw cl::ClError("invalid launch: add_bias past a buffer");
+  c.kernel(kSources, "add_bias").args(x, ld, n_cols, bias).launch(c.queue(), {size_t(n_cols), size_t(n_rows)});
+}
+
 }  // namespace infinipot::ops

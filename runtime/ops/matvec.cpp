@@ -114,11 +114,18 @@ void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const R
   require(kv.slot0 >= 0 && kv.slot0 + n_rows <= kv.cap, "matvec_qkv_rope: slots past the KV capacity");
   const size_t cache_bytes = size_t(kv.n_kv_heads) * kv.cap * kv.head_dim * (kv.kv_half ? 2 : 4);
   require(kv.k_cache->bytes() >= cache_bytes && kv.v_cache->bytes() >= cache_bytes, "matvec_qkv_rope: cache too small");
-  const char* opts = kv.kv_half ? " -DROPE_KV -DKV_HALF" : " -DROPE_KV";
+  require(!kv.bias || kv.bias->bytes() >= size_t(W.rows) * 4, "matvec_qkv_rope: bias too small");
+  const char* opts = kv.bias ? (kv.kv_half ? " -DROPE_KV -DKV_HALF -DBIAS" : " -DROPE_KV -DBIAS")
+                             : (kv.kv_half ? " -DROPE_KV -DKV_HALF" : " -DROPE_KV");
   auto k = c.kernel(matvec_key("matvec_qkv_rope", W, norm, opts), kSources, "matvec",
                     [&] { return matvec_options(c, W, norm) + opts; });
-  k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
-         *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
+  if (kv.bias)
+    k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
+           *kv.bias, *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap,
+           kv.slot0);
+  else
+    k.args(W.buf, W.row_bytes, W.rows, W.cols, x, n_rows, qkv, 0, W.rows, W.buf, 0, norm.w ? *norm.w : x, norm.eps,
+           *kv.cs, kv.head_dim, kv.n_rot, kv.n_head, kv.n_kv_heads, *kv.k_cache, *kv.v_cache, kv.cap, kv.slot0);
   launch_rows(c, k, matvec_local_of(c, W), W.rows, kRowsPerItem, n_rows);
 }
 

@@ -41,6 +41,7 @@ struct RopeKv {
   Buffer* v_cache;
   int cap, slot0;
   bool kv_half = false;
+  const Buffer* bias = nullptr;  // [rows of W] float, added before RoPE (Qwen2's q|k|v biases); null: none
 };
 void matvec_qkv_rope(Context& c, const DeviceWeight& W, const Buffer& x, const RowNorm& norm, int n_rows,
                      Buffer& qkv, const RopeKv& kv);

@@ -67,12 +67,13 @@ void check_block(TensorType t, int64_t row, const char* what) {
 
 void validate(const TinyLlamaOptions& o) {
   if (o.n_layer <= 0 || o.n_embd <= 0 || o.n_ff <= 0 || o.n_head <= 0 || o.n_head_kv <= 0 ||
-      o.n_ctx <= 0 || o.n_embd % o.n_head != 0 || o.n_head % o.n_head_kv != 0) {
+      o.n_ctx <= 0 || (o.head_dim == 0 && o.n_embd % o.n_head != 0) || o.n_head % o.n_head_kv != 0) {
     throw GgufError(fmt::format("tiny model: inconsistent sizes (n_layer {}, n_embd {}, n_ff {}, "
                                 "n_head {}, n_head_kv {}, n_ctx {})", o.n_layer, o.n_embd, o.n_ff,
                                 o.n_head, o.n_head_kv, o.n_ctx));
   }
-  if (o.arch != "llama" && o.arch != "gemma3") throw GgufError("tiny model: arch must be llama or gemma3, got " + o.arch);
+  if (o.arch != "llama" && o.arch != "gemma3" && o.arch != "qwen2" && o.arch != "qwen3" && o.arch != "phi3")
+    throw GgufError("tiny model: arch must be llama, gemma3, qwen2, qwen3 or phi3, got " + o.arch);
   if (!o.with_tokenizer && o.n_vocab <= 0) {
     throw GgufError("tiny model: without a tokenizer, n_vocab must be set");
   }
@@ -82,8 +83,11 @@ void validate(const TinyLlamaOptions& o) {
   if (!o.tied_embeddings) check_block(o.output_type, o.n_embd, "output_type");
 }
 
+int head_dim_of(const TinyLlamaOptions& o) { return o.head_dim > 0 ? o.head_dim : o.n_embd / o.n_head; }
+
 void add_metadata(GgufWriter& w, const TinyLlamaOptions& o) {
   const std::string& a = o.arch;
+  const int hd = head_dim_of(o);
   w.set_string("general.architecture", a);
   w.set_string("general.type", "model");
   w.set_string("general.name", o.name);
@@ -95,11 +99,13 @@ void add_metadata(GgufWriter& w, const TinyLlamaOptions& o) {
   w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(o.n_head_kv));
   w.set_f32(a + ".rope.freq_base", o.rope_theta);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", o.rms_eps);
-  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(o.n_embd / o.n_head));
+  w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
   w.set_u32("general.file_type", static_cast<uint32_t>(o.matrix_type));
+  if (a == "gemma3" || o.head_dim > 0) {
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(hd));
+  }
   if (a == "gemma3") {
-    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(o.n_embd / o.n_head));
-    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(o.n_embd / o.n_head));
     w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(o.sliding_window));
     w.set_u32(a + ".attention.sliding_window_pattern", static_cast<uint32_t>(o.swa_pattern));
     w.set_f32(a + ".rope.freq_base_swa", o.rope_theta_local);
@@ -136,11 +142,23 @@ GgufWriter tiny_llama_writer(const TinyLlamaOptions& o) {
   w.set_u32(o.arch + ".vocab_size", static_cast<uint32_t>(n_vocab));
 
   const int64_t embd = o.n_embd, ff = o.n_ff;
-  const int64_t kv_dim = int64_t{o.n_head_kv} * (o.n_embd / o.n_head);
+  const int64_t hd = head_dim_of(o), q_dim = int64_t{o.n_head} * hd, kv_dim = int64_t{o.n_head_kv} * hd;
   auto matrix = [&](const std::string& name, TensorType type, int64_t cols, int64_t rows, float stddev) {
     const auto over = o.tensor_types.find(name);
     if (over != o.tensor_types.end()) type = over->second;
     w.add_tensor_f32(name, type, {cols, rows}, random_values(o.seed, name, cols * rows, 0.f, stddev));
+  };
+  // Row-wise concatenation of matrices named `parts`, values as each would have on its own.
+  auto fused_matrix = [&](const std::string& name, TensorType type, int64_t cols,
+                          const std::vector<std::pair<std::string, int64_t>>& parts, float stddev) {
+    std::vector<float> values;
+    int64_t rows = 0;
+    for (const auto& [part, n] : parts) {
+      const std::vector<float> v = random_values(o.seed, part, cols * n, 0.f, stddev);
+      values.insert(values.end(), v.begin(), v.end());
+      rows += n;
+    }
+    w.add_tensor_f32(name, type, {cols, rows}, values);
   };
   auto norm = [&](const std::string& name, int64_t n = 0) {
     if (n == 0) n = embd;
@@ -154,18 +172,40 @@ GgufWriter tiny_llama_writer(const TinyLlamaOptions& o) {
   if (!o.tied_embeddings) matrix("output.weight", o.output_type, embd, n_vocab, in_std);
   for (int i = 0; i < o.n_layer; ++i) {
     auto name = [i](const char* part) { return fmt::format("blk.{}.{}.weight", i, part); };
+    auto bias = [&](const char* part, int64_t n) {
+      const std::string b = fmt::format("blk.{}.{}.bias", i, part);
+      w.add_tensor_f32(b, TensorType::F32, {n}, random_values(o.seed, b, n, 0.f, 0.5f));
+    };
     norm(name("attn_norm"));
-    matrix(name("attn_q"), o.matrix_type, embd, embd, in_std);
-    matrix(name("attn_k"), o.matrix_type, embd, kv_dim, in_std);
-    matrix(name("attn_v"), o.matrix_type, embd, kv_dim, in_std);
-    matrix(name("attn_output"), o.matrix_type, embd, embd, in_std);
+    if (o.arch == "phi3" && o.fused) {
+      fused_matrix(name("attn_qkv"), o.matrix_type, embd,
+                   {{name("attn_q"), q_dim}, {name("attn_k"), kv_dim}, {name("attn_v"), kv_dim}}, in_std);
+    } else {
+      matrix(name("attn_q"), o.matrix_type, embd, q_dim, in_std);
+      matrix(name("attn_k"), o.matrix_type, embd, kv_dim, in_std);
+      matrix(name("attn_v"), o.matrix_type, embd, kv_dim, in_std);
+    }
+    if (o.arch == "qwen2") {
+      bias("attn_q", q_dim);
+      bias("attn_k", kv_dim);
+      bias("attn_v", kv_dim);
+    }
+    matrix(name("attn_output"), o.matrix_type, q_dim, embd, in_std);
     norm(name("ffn_norm"));
-    matrix(name("ffn_gate"), o.matrix_type, embd, ff, in_std);
-    matrix(name("ffn_up"), o.matrix_type, embd, ff, in_std);
+    if (o.arch == "phi3" && o.fused) {
+      fused_matrix(name("ffn_up"), o.matrix_type, embd, {{name("ffn_gate"), ff}, {name("ffn_up"), ff}}, in_std);
+    } else {
+      matrix(name("ffn_gate"), o.matrix_type, embd, ff, in_std);
+      matrix(name("ffn_up"), o.matrix_type, embd, ff, in_std);
+    }
     matrix(name("ffn_down"), o.matrix_type, ff, embd, ff_std);
+    if (o.arch == "qwen3") {
+      norm(name("attn_q_norm"), hd);
+      norm(name("attn_k_norm"), hd);
+    }
     if (o.arch == "gemma3") {
-      norm(name("attn_q_norm"), o.n_embd / o.n_head);
-      norm(name("attn_k_norm"), o.n_embd / o.n_head);
+      norm(name("attn_q_norm"), hd);
+      norm(name("attn_k_norm"), hd);
       norm(name("post_attention_norm"));
       norm(name("post_ffw_norm"));
     }

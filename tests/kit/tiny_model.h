@@ -42,8 +42,13 @@ struct TinyLlamaOptions {
   std::string name = "tiny-llama";
   // "gemma3": the Gemma 3 description instead (keys under gemma3.*, QK-norm and post-norm
   // weights, GELU-tanh, sliding-window layers), same tokenizer, so the runtime's gemma paths
-  // (the sliding-window store above all) can be tested without the real model.
+  // (the sliding-window store above all) can be tested without the real model. "qwen2":
+  // q/k/v biases; "qwen3": QK-norm; "phi3": fused attn_qkv and gate|up in ffn_up.
   std::string arch = "llama";
+  int head_dim = 0;             // 0: n_embd / n_head; else written as <arch>.attention.key_length
+  // phi3: attn_qkv and ffn_up (gate | up) fused as Phi-3 files have them; false: the same
+  // values as separate attn_q/k/v, ffn_gate and ffn_up tensors (the loader takes both).
+  bool fused = true;
   int sliding_window = 16;      // gemma3.attention.sliding_window
   int swa_pattern = 3;          // gemma3.attention.sliding_window_pattern: 2 local layers, then a global one
   float rope_theta_local = 10000.f;  // gemma3.rope.freq_base_swa

@@ -147,14 +147,34 @@ TEST(ChatTemplate, ZephyrRendersLikeItsJinjaWithTheVocabularysEos) {
   EXPECT_NE(msg.find("zephyr chat template closes turns with the EOS token"), std::string::npos) << msg;
 }
 
+// Phi-3-mini-4k-instruct's template as stored (Phi-3.5-mini's differs only in skipping an empty
+// system message); expected strings worked by hand from that Jinja.
+const std::string kPhi3Template =
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
+    "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif "
+    "message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor "
+    "%}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+TEST(ChatTemplate, Phi3RendersLikeItsJinjaAndIsNotZephyr) {
+  // It has <|user|> and eos_token as Zephyr's does, but closes turns with <|end|>.
+  const ChatTemplate ct = ChatTemplate::from_template(kPhi3Template, false, "<|endoftext|>");
+  EXPECT_EQ(ct.family(), "phi3");
+  EXPECT_EQ(ct.end_of_turn(), "<|end|>");
+  EXPECT_FALSE(ct.trims_content());
+  EXPECT_EQ(ct.render({{"system", "Be terse."}, {"user", "Hi "}}, true),
+            "<|system|>\nBe terse.<|end|>\n<|user|>\nHi <|end|>\n<|assistant|>\n");
+  EXPECT_EQ(ct.render({{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "And?"}}, true),
+            "<|user|>\nHi<|end|>\n<|assistant|>\nHello!<|end|>\n<|user|>\nAnd?<|end|>\n<|assistant|>\n");
+  EXPECT_TRUE(ct.default_system().empty());
+}
+
 TEST(ChatTemplate, OtherFamiliesAreNamedInTheError) {
   const std::string mistral = "{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}";
   EXPECT_NE(what_of([&] { ChatTemplate::from_template(mistral, true); }).find("'mistral/llama2 [INST]'"), std::string::npos);
-  // Phi-3's <|user|> turns end with <|end|>, not the EOS token: not Zephyr.
-  const std::string phi3 = "{% for m in messages %}<|user|>\n{{ m.content }}<|end|>\n{% endfor %}";
-  const std::string msg_p = what_of([&] { ChatTemplate::from_template(phi3, true); });
-  EXPECT_NE(msg_p.find("'phi3 <|user|> ... <|end|>'"), std::string::npos) << msg_p;
-  EXPECT_NE(msg_p.find("implemented: ChatML, Gemma, Llama 3, Zephyr"), std::string::npos) << msg_p;
+  const std::string deepseek = "{% for m in messages %}<|User|>{{ m.content }}<|Assistant|>{% endfor %}";
+  const std::string msg_d = what_of([&] { ChatTemplate::from_template(deepseek, true); });
+  EXPECT_NE(msg_d.find("'deepseek'"), std::string::npos) << msg_d;
+  EXPECT_NE(msg_d.find("implemented: ChatML, Gemma, Llama 3, Phi-3, Zephyr"), std::string::npos) << msg_d;
   const std::string odd = "{{ messages | tojson }}";
   const std::string msg = what_of([&] { ChatTemplate::from_template(odd, true); });
   EXPECT_NE(msg.find("unrecognised chat template"), std::string::npos) << msg;

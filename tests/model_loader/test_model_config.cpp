@@ -369,7 +369,7 @@ TEST(ModelConfigErrors, UnsupportedTypes) {
         w.erase_tensor("blk.0.attn_norm.weight");
         w.add_tensor_f32("blk.0.attn_norm.weight", TensorType::F16, {64}, std::vector<float>(64));
       },
-      {"'blk.0.attn_norm.weight' has type F16; norm weights must be F32"}));
+      {"'blk.0.attn_norm.weight' has type F16; norm weights and biases must be F32"}));
   EXPECT_TRUE(broken(
       [](GgufWriter& w) {
         w.erase_tensor("blk.0.attn_q.weight");
@@ -443,8 +443,8 @@ TEST(ModelConfig, LlamaHasNoGemmaFeatures) {
 }
 
 TEST(ModelConfigErrors, UnsupportedArchitecture) {
-  EXPECT_TRUE(broken([](GgufWriter& w) { w.replace("general.architecture", gguf::value_string("qwen2")); },
-                     {"tiny.gguf", "unsupported architecture 'qwen2'", "only 'llama' and 'gemma3' are supported"}));
+  EXPECT_TRUE(broken([](GgufWriter& w) { w.replace("general.architecture", gguf::value_string("mamba")); },
+                     {"tiny.gguf", "unsupported architecture 'mamba'", "supported are llama, gemma3, qwen2, qwen3, phi3"}));
   EXPECT_TRUE(broken([](GgufWriter& w) { w.replace("general.architecture", gguf::value_u32(1)); },
                      {"metadata 'general.architecture'", "expected a STRING"}));
 }
@@ -471,8 +471,11 @@ TEST(ModelConfigErrors, InconsistentHyperparameters) {
                      {"'llama.rope.dimension_count' is 7; expected an even number"}));
   EXPECT_TRUE(broken([](GgufWriter& w) { w.replace("llama.rope.freq_base", gguf::value_f32(-1.f)); },
                      {"'llama.rope.freq_base' is -1; expected a positive number"}));
+  // A head size of its own (as Gemma 3 and Qwen3 have) must match the tensors.
   EXPECT_TRUE(broken([](GgufWriter& w) { w.set_u32("llama.attention.key_length", 32); },
-                     {"'llama.attention.key_length' is 32", "separate head size is not supported"}));
+                     {"tensor 'blk.0.attn_q.weight' has shape [64, 64], expected [64, 128]"}));
+  EXPECT_TRUE(broken([](GgufWriter& w) { w.set_u32("llama.attention.value_length", 8); },
+                     {"'llama.attention.value_length' is 8", "different key and value sizes"}));
   EXPECT_TRUE(broken([](GgufWriter& w) { w.set_string("llama.rope.scaling.type", "yarn"); },
                      {"RoPE scaling 'yarn'", "not supported"}));
   EXPECT_TRUE(broken([](GgufWriter& w) { w.replace("llama.block_count", gguf::value_i32(-2)); },

@@ -1,4 +1,4 @@
-// elementwise.cl (the gated activations SwiGLU and GEGLU-tanh, and scaling) against
+// elementwise.cl (the gated activations SwiGLU and GEGLU-tanh, scaling, bias adds) against
 // ref::swiglu and ref::geglu_tanh in tests/support/cpu_ref.h.
 #include <cmath>
 #include <vector>
@@ -65,6 +65,21 @@ TEST_F(LayerKernel, ScaleMatchesReference) {
   std::vector<float> expect = x;
   for (size_t i = 0; i < 1000; ++i) expect[i] = x[i] * 25.298221f;
   EXPECT_TRUE(all_close("scale", download_all(d_x), expect, kExactTol));
+}
+
+// One addition per element, rounded once on both sides: bit-exact; columns past n_cols and
+// rows past n_rows stay as they were.
+TEST_F(LayerKernel, AddBiasMatchesReference) {
+  const int n_rows = 5, ld = 112, n_cols = 96;
+  const std::vector<float> x = random_floats(size_t(n_rows + 1) * ld, 430, -5.0f, 5.0f);
+  const std::vector<float> bias = random_floats(n_cols, 431, -2.0f, 2.0f);
+  auto d_x = upload(x);
+  auto d_b = upload(bias);
+  ops::add_bias(ctx(), d_x, ld, n_rows, n_cols, d_b);
+  std::vector<float> expect = x;
+  for (int r = 0; r < n_rows; ++r)
+    for (int c = 0; c < n_cols; ++c) expect[size_t(r) * ld + c] = x[size_t(r) * ld + c] + bias[c];
+  EXPECT_TRUE(all_close("add_bias", download_all(d_x), expect, kExactTol));
 }
 
 }  // namespace

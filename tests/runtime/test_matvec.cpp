@@ -282,6 +282,66 @@ TEST_P(WeightKernel, MatvecQkvRopeMatchesReference) {
       }
 }
 
+// The same product with Qwen2's q|k|v biases in its epilogue: each sum gets its row's bias
+// before RoPE rotates it (the model adds the bias to the product, then rotates), so the
+// reference is the double products plus the bias, then ref::rope_store_kv. Tolerances as
+// above, with the bias's own rounding (one float addition) in each row's share.
+TEST_P(WeightKernel, MatvecQkvRopeAddsTheBiasBeforeRotating) {
+  const TensorType t = GetParam();
+  const int n_head = 3, n_kv = 1, head_dim = 8, n_rot = 8, rows = (n_head + 2 * n_kv) * head_dim, cols = test_cols(t);
+  const int cap = 9, slot0 = 2;
+  const float eps = 1e-5f, theta = 10000.f;
+  auto W = make_weight(t, rows, cols, 150);
+  const std::vector<float> nw = random_floats(cols, 151, -1.5f, 1.5f);
+  const std::vector<float> bias = random_floats(rows, 152, -3.0f, 3.0f);
+  auto d_nw = upload(nw);
+  auto d_bias = upload(bias);
+  for (int n_rows : {1, 3}) {
+    const std::string what = std::string("matvec_qkv_rope + bias ") + type_name(t) + " rows=" + std::to_string(n_rows);
+    const std::vector<float> x = random_floats(size_t(n_rows) * cols, 153 + n_rows, -2.0f, 2.0f);
+    std::vector<int> pos(n_rows);
+    for (int r = 0; r < n_rows; ++r) pos[r] = 500 + 11 * r;
+    const size_t cache_n = size_t(n_kv) * cap * head_dim;
+    const std::vector<float> k0 = random_floats(cache_n, 160), v0 = random_floats(cache_n, 161);
+    auto d_k = upload(k0), d_v = upload(v0), d_x = upload(x);
+    auto d_qkv = upload(random_floats(size_t(n_rows) * rows, 162));
+    auto d_cs = upload(ops::rope_angles(pos, n_rot, theta));
+    ops::RopeKv rkv{n_head, n_kv, head_dim, n_rot, &d_cs, &d_k, &d_v, cap, slot0, false};
+    rkv.bias = &d_bias;
+    ops::matvec_qkv_rope(ctx(), W.dev, d_x, {&d_nw, eps}, n_rows, d_qkv, rkv);
+
+    const Dots d = normed_dots(W.dequant, cols, 0, rows, x, n_rows, nw, eps);
+    std::vector<float> qkv(d.dot.size()), k = k0, v = v0;
+    std::vector<double> biased(d.dot.size());
+    for (size_t i = 0; i < qkv.size(); ++i) {
+      biased[i] = d.dot[i] + bias[i % rows];
+      qkv[i] = float(biased[i]);
+    }
+    ref::rope_store_kv(qkv.data(), rows, n_head, n_kv, head_dim, n_rot, pos.data(), theta, k.data(), v.data(), cap,
+                       slot0, n_rows);
+    std::vector<double> tol(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) {
+      const size_t mate = i ^ 1;
+      const bool rotated = i % rows < size_t((n_head + n_kv) * head_dim);
+      const double own = dot_tol(d.mag[i], cols, true) + std::ldexp(std::fabs(biased[i]), -23);
+      tol[i] = own;
+      if (rotated)
+        tol[i] += dot_tol(d.mag[mate], cols, true) + std::ldexp(std::fabs(biased[mate]), -23) +
+                  4 * std::ldexp(std::hypot(biased[i], biased[mate]), -23);
+    }
+    EXPECT_TRUE(all_close(what + " q|k|v", download_all(d_qkv), qkv, [&](size_t i) { return tol[i]; }));
+    // k and v of row r went to slot slot0 + r, rotated (k) and biased (both).
+    const std::vector<float> got_k = download(d_k, cache_n), got_v = download(d_v, cache_n);
+    for (int r = 0; r < n_rows; ++r)
+      for (int e = 0; e < head_dim; ++e) {
+        const size_t slot = size_t(slot0 + r) * head_dim + e;
+        const size_t src_k = size_t(r) * rows + size_t(n_head) * head_dim + e, src_v = src_k + head_dim;
+        EXPECT_NEAR(got_k[slot], qkv[src_k], tol[src_k]) << what << " k slot " << slot0 + r << " e " << e;
+        EXPECT_NEAR(got_v[slot], qkv[src_v], tol[src_v]) << what << " v slot " << slot0 + r << " e " << e;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDeviceTypes, WeightKernel, ::testing::ValuesIn(weight_kernel_types()),
                          weight_type_param_name);
 
