@@ -284,14 +284,15 @@ __kernel void attention_decode_lanes(__global const float* q, __global const kv_
 // items per KV head (item = g * splits + p takes the p-th run of them), so that a device
 // with more threads than KV heads keeps them all busy. With splits > 1 each item leaves its
 // heads' partial softmax (m, s and the unnormalised sum of values) in part ([n_heads][splits]
-// [HEAD_DIM + 2]); the last of a KV head's items to finish, counted in count[g] (zero between
-// launches), merges them into out and lse and puts count[g] back to zero.
+// [HEAD_DIM + 2]), and a second launch, attention_decode_combine, merges them into out and
+// lse: OpenCL 1.2 orders no global memory between the work-groups of one launch, so the
+// merge waits for the launch boundary rather than for a counter.
 // Item p of KV head g's `splits` (the body of attention_decode_lanes_group, which
 // decode_layer.cl's attention step runs too): the same arithmetic wherever it is called.
 __attribute__((always_inline)) inline void decode_lanes_group_item(
     const int g, const int p, const int splits, __global const float* q, __global const kv_t* k_cache,
     __global const kv_t* v_cache, const int cap, const int n_past, const float scale, __global float* out,
-    __global float* lse, const int window, __global float* part, __global volatile int* count) {
+    __global float* lse, const int window, __global float* part) {
   float16 qv[GROUP][HV], acc[GROUP][HV];
   float m[GROUP], s[GROUP];
   for (int h = 0; h < GROUP; ++h) {
@@ -323,37 +324,47 @@ __attribute__((always_inline)) inline void decode_lanes_group_item(
     mine[1] = s[h];
     for (int c = 0; c < HV; ++c) vstore16(acc[h][c], c, mine + 2);
   }
-  mem_fence(CLK_GLOBAL_MEM_FENCE);  // the partials before the count that publishes them
-  if (atomic_inc(&count[g]) != splits - 1) return;
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-  for (int h = 0; h < GROUP; ++h) {
-    __global const float* ph = part + (size_t)(g * GROUP + h) * splits * (HEAD_DIM + 2);
-    float mx = -INFINITY;
-    for (int i = 0; i < splits; ++i) mx = fmax(mx, ph[i * (HEAD_DIM + 2)]);  // finite: slot n_past is seen
-    float sum = 0.0f;
-    float16 o[HV];
-    for (int c = 0; c < HV; ++c) o[c] = (float16)(0.0f);
-    for (int i = 0; i < splits; ++i) {
-      __global const float* pi = ph + i * (HEAD_DIM + 2);
-      const float w = exp(pi[0] - mx);  // 0 for an item without blocks
-      sum = fma(pi[1], w, sum);
-      for (int c = 0; c < HV; ++c) o[c] = fma(vload16(c, pi + 2), (float16)(w), o[c]);
-    }
-    const float inv = 1.0f / sum;
-    for (int c = 0; c < HV; ++c) vstore16(o[c] * inv, c, out + (g * GROUP + h) * HEAD_DIM);
-    lse[g * GROUP + h] = mx + log(sum);
-  }
-  count[g] = 0;
 }
 
 __kernel void attention_decode_lanes_group(__global const float* q, __global const kv_t* k_cache,
                                            __global const kv_t* v_cache, const int cap, const int n_past,
                                            const float scale, __global float* out, __global float* lse,
                                            const int n_heads, const int window, const int splits,
-                                           __global float* part, __global volatile int* count) {
+                                           __global float* part) {
   const int g = get_global_id(0) / splits, p = get_global_id(0) % splits;
   if (g >= n_heads / GROUP) return;
-  decode_lanes_group_item(g, p, splits, q, k_cache, v_cache, cap, n_past, scale, out, lse, window, part, count);
+  decode_lanes_group_item(g, p, splits, q, k_cache, v_cache, cap, n_past, scale, out, lse, window, part);
+}
+
+// Query head `head`'s `splits` partial softmaxes (part, as decode_lanes_group_item leaves
+// them) merged into its normalised output and log-sum-exp (the body of
+// attention_decode_combine, which decode_layer.cl's merge step runs too).
+__attribute__((always_inline)) inline void decode_combine_head(const int head, const int splits,
+                                                               __global const float* part, __global float* out,
+                                                               __global float* lse) {
+  __global const float* ph = part + (size_t)head * splits * (HEAD_DIM + 2);
+  float mx = -INFINITY;
+  for (int i = 0; i < splits; ++i) mx = fmax(mx, ph[i * (HEAD_DIM + 2)]);  // finite: slot n_past is seen
+  float sum = 0.0f;
+  float16 o[HV];
+  for (int c = 0; c < HV; ++c) o[c] = (float16)(0.0f);
+  for (int i = 0; i < splits; ++i) {
+    __global const float* pi = ph + i * (HEAD_DIM + 2);
+    const float w = exp(pi[0] - mx);  // 0 for an item without blocks
+    sum = fma(pi[1], w, sum);
+    for (int c = 0; c < HV; ++c) o[c] = fma(vload16(c, pi + 2), (float16)(w), o[c]);
+  }
+  const float inv = 1.0f / sum;
+  for (int c = 0; c < HV; ++c) vstore16(o[c] * inv, c, out + head * HEAD_DIM);
+  lse[head] = mx + log(sum);
+}
+
+// The second launch of a split decode row: one work-item per query head.
+__kernel void attention_decode_combine(const int n_heads, const int splits, __global const float* part,
+                                       __global float* out, __global float* lse) {
+  const int head = get_global_id(0);
+  if (head >= n_heads) return;
+  decode_combine_head(head, splits, part, out, lse);
 }
 
 #endif

@@ -1,9 +1,10 @@
 // A decode row's whole transformer block in one launch (needs quant_formats.cl, activations.cl,
 // kv_format.cl, vector_reduce.cl, rope.cl, native_dot.cl with NORM and NATIVE_K = N_EMBD, attention.cl
-// with DECODE_LANES). The five steps that otherwise take a launch each, because each needs the
-// whole output of the one before (Forward::layer):
+// with DECODE_LANES). The five steps that otherwise take a launch each (six where attention is
+// split), because each needs the whole output of the one before (Forward::layer):
 //   A  q|k|v = (RMSNorm(x) * attn_nw) . Wqkv, RoPE on q and k, k and v into the KV store
-//   B  attention of the GROUP query heads of each KV head (attention.cl's decode_lanes_group_item)
+//   B  attention of the GROUP query heads of each KV head (attention.cl's decode_lanes_group_item),
+//      split: then the partials merged per query head (attention.cl's decode_combine_head)
 //   C  x += attn . Wo
 //   D  act = GLU((RMSNorm(x) * ffn_nw) . Wgate, (RMSNorm(x) * ffn_nw) . Wup)
 //   E  x += act . Wdown
@@ -18,6 +19,11 @@
 // the device runs at once (one thread that runs the groups one after the other does all the
 // work in the first and finds everything done in the rest). The last group to leave puts the
 // counters back to zero for the next launch.
+// OpenCL 1.2 orders no global memory between the work-groups of a launch, so these counters
+// rest on the device: PoCL's CPU device (cache-coherent memory, mem_fence a real fence), the
+// only one that runs this kernel (decode_layer_supported asks for the CPU's own 8-bit dot and
+// the vec16 tuning). Elsewhere a block takes its separate launches, where the launch boundaries
+// order everything (attention.cl's split decode merges in a launch of its own there).
 //
 // Every product is native_dot.cl's, row for row the arithmetic of matvec.cl's NATIVE_DOT
 // variants (the input quantized per 32-block once per group and step, the norm's 1 / rms on
@@ -31,7 +37,7 @@
 //   qkv    [Q_DIM + 2 N_KV HEAD_DIM] float: q|k|v after RoPE (attention reads q from it)
 //   attn   [Q_DIM] float, lse [n_head]: attention's output and log-sum-exp
 //   act    [N_FF] float: the GLU's output
-//   part, count: attention's split scratch (attention.cl); count zero between launches
+//   part   attention's split scratch (attention.cl)
 //   sync   [SYNC_INTS] int (-D, the host's kDecodeLayerSyncInts: 2 a step and the exit count),
 //          zero between launches
 #ifndef NORM
@@ -93,7 +99,7 @@ __kernel void decode_layer(__global float* x, __global const float* attn_nw, __g
                            const int qkv_row_bytes, __global const float2* cs, const int n_rot,
                            __global kv_t* k_cache, __global kv_t* v_cache, const int cap, const int n_past,
                            __global float* qkv, const float scale, const int window, const int splits,
-                           __global float* part, __global volatile int* count, __global float* attn,
+                           __global float* part, __global float* attn,
                            __global float* lse, __global const uchar* wo, const int wo_row_bytes,
                            __global const float* ffn_nw, __global const uchar* wgate, __global const uchar* wup,
                            const int up_row0, const int gu_row_bytes, __global float* act,
@@ -120,30 +126,36 @@ __kernel void decode_layer(__global float* x, __global const float* attn_nw, __g
   }
   wait_step(sync, 0, n_a);
 
-  // B: attention, `splits` items per KV head (merged by the last of them).
+  // B: attention, `splits` items per KV head, then (split) their partials merged per query head.
   const int n_b = N_KV * splits;
   for (int c; (c = take_chunk(sync, 1, n_b)) >= 0;) {
     decode_lanes_group_item(c / splits, c % splits, splits, qkv, k_cache, v_cache, cap, n_past, scale, attn, lse,
-                            window, part, count);
+                            window, part);
     chunk_done(sync, 1);
   }
   wait_step(sync, 1, n_b);
+  const int n_m = splits > 1 ? Q_DIM / HEAD_DIM : 0;
+  for (int c; (c = take_chunk(sync, 2, n_m)) >= 0;) {
+    decode_combine_head(c, splits, part, attn, lse);
+    chunk_done(sync, 2);
+  }
+  wait_step(sync, 2, n_m);
 
   // C: x += attn . Wo
   const int n_c = chunks_of(N_EMBD, CHUNK_ROWS);
   ready = false;
-  for (int c; (c = take_chunk(sync, 2, n_c)) >= 0;) {
+  for (int c; (c = take_chunk(sync, 3, n_c)) >= 0;) {
     if (!ready) quantize_row(attn, Q_DIM, xq, xd, xs);
     ready = true;
     add_rows(x, wo, wo_row_bytes, c, false, xq, xd, xs);
-    chunk_done(sync, 2);
+    chunk_done(sync, 3);
   }
-  wait_step(sync, 2, n_c);
+  wait_step(sync, 3, n_c);
 
   // D: act = GLU(gate, up) of the normed x.
   const int n_d = chunks_of(N_FF, CHUNK_FEATURES);
   ready = false;
-  for (int c; (c = take_chunk(sync, 3, n_d)) >= 0;) {
+  for (int c; (c = take_chunk(sync, 4, n_d)) >= 0;) {
     if (!ready) inv_rms = quantize_normed(x, ffn_nw, xq, xd, xs, ssq, eps);
     ready = true;
     for (int f0 = c * CHUNK_FEATURES; f0 < min((c + 1) * CHUNK_FEATURES, N_FF); f0 += 2) {
@@ -162,18 +174,18 @@ __kernel void decode_layer(__global float* x, __global const float* attn_nw, __g
         act[f0 + i] = gelu_tanh(s[i]) * s[i + 2];
 #endif
     }
-    chunk_done(sync, 3);
+    chunk_done(sync, 4);
   }
-  wait_step(sync, 3, n_d);
+  wait_step(sync, 4, n_d);
 
   // E: x += act . Wdown
   const int n_e = chunks_of(N_EMBD, CHUNK_ROWS);
   ready = false;
-  for (int c; (c = take_chunk(sync, 4, n_e)) >= 0;) {
+  for (int c; (c = take_chunk(sync, 5, n_e)) >= 0;) {
     if (!ready) quantize_row(act, N_FF, xq, xd, xs);
     ready = true;
     add_rows(x, wdown, down_row_bytes, c, true, xq, xd, xs);
-    chunk_done(sync, 4);
+    chunk_done(sync, 5);
   }
 
   // The last group out resets the counters (every other group has finished with them).

@@ -18,7 +18,7 @@ namespace {
 constexpr int kMatvecMaxRows = 4;  // below this many rows, read quantized weights directly
 
 struct Sizes {
-  size_t ids, x, qkv, attn, lse, gu, act, logits, q8, split_part, split_count;
+  size_t ids, x, qkv, attn, lse, gu, act, logits, q8, split_part;
   int widest_in;            // widest GEMM input
   size_t largest_weight;    // floats of the largest dequantized weight (or LM-head tile)
 };
@@ -46,7 +46,6 @@ Sizes sizes(const LlamaConfig& c, int chunk, int lm_tile) {
           std::max<size_t>(c.n_vocab, n * std::min(lm_tile, c.n_vocab)) * 4,
           ops::q8_bytes(kMatvecMaxRows, widest_in),
           ops::decode_split_part_bytes(decode_shape(c), kMaxDecodeSplits),
-          ops::decode_split_count_bytes(decode_shape(c)),
           widest_in,
           w};
 }
@@ -82,7 +81,7 @@ cl::MemoryPlan Forward::plan(const LlamaConfig& cfg, int max_chunk, const cl::Tu
       s.ids * (1 + rope_tables * cfg.n_rot) + 2 * s.x + s.qkv + s.attn + s.lse + s.gu + s.act + 4 * s.ids + s.q8 +
       sizeof(int) +  // the greedy token
       ops::kDecodeLayerSyncInts * sizeof(cl_int) +
-      s.split_part + s.split_count;
+      s.split_part;
   p[cl::MemCategory::Scratch] = s.logits;
   if (cfg.has_local_layers()) {
     const int cap = KvStore::window_capacity(cfg, max_chunk);
@@ -118,8 +117,6 @@ Forward::Forward(cl::Context& ctx, const DeviceModel& model, KvStore& kv, int ma
   // Allocated whatever the tuning says (7.5 KiB for SmolLM2), so the plan does not depend on it.
   xq_ = mem.alloc(MemCategory::Activations, s.q8, "x_q8");
   split_part_ = mem.alloc(MemCategory::Activations, s.split_part, "attn_split_part");
-  split_count_ = mem.alloc(MemCategory::Activations, s.split_count, "attn_split_count");
-  ctx.fill_zero(split_count_, s.split_count);
   layer_sync_ = mem.alloc(MemCategory::Activations, ops::kDecodeLayerSyncInts * sizeof(cl_int), "decode_layer_sync");
   ctx.fill_zero(layer_sync_, ops::kDecodeLayerSyncInts * sizeof(cl_int));
   decode_splits_ = std::min(kMaxDecodeSplits, ops::decode_splits(ctx, decode_shape(c)));
@@ -312,7 +309,7 @@ void Forward::layer(int l, int n) {
   if (n == 1 && one_launch_[l]) {
     // The whole block in one launch: x += Wo . attention, x += Wd . GLU (decode_layer.cl).
     ops::decode_layer(ctx_, shape, one_launch_layer(l, local ? pos_local_ : pos_), x_, qkv_, kv.keys(li),
-                      kv.values(li), n_past, attn_, lse_, act_, {decode_splits_, &split_part_, &split_count_},
+                      kv.values(li), n_past, attn_, lse_, act_, {decode_splits_, &split_part_},
                       layer_sync_);
     if (!local) add_mass(kv, li, shape, n_past);
     return;
@@ -347,7 +344,7 @@ void Forward::layer(int l, int n) {
                        kv.values(li), kv.capacity(), n_past, n, kv.half());
   }
   ops::attention(ctx_, shape, qkv_, qkv_ld_, kv.keys(li), kv.values(li), n_past, n, attn_, q_dim, lse_,
-                 {decode_splits_, &split_part_, &split_count_});
+                 {decode_splits_, &split_part_});
   if (!local) add_mass(kv, li, shape, n_past);
   set_input(attn_, n, q_dim);
   if (c.post_norms) {  // xn is free again: it takes Wo's output, normed into x

@@ -125,7 +125,6 @@ class Forward {
   cl::Buffer attn_;  // [max_chunk][n_head*head_dim]
   cl::Buffer lse_;   // [max_chunk][n_head]
   cl::Buffer split_part_;   // [n_head][kMaxDecodeSplits][head_dim + 2]: decode attention's partials
-  cl::Buffer split_count_;  // [n_head_kv] ints, zero between launches
   cl::Buffer layer_sync_;   // [ops::kDecodeLayerSyncInts] ints, zero between launches
   std::vector<bool> one_launch_;  // [n_layer]: a decode row runs block l in one launch
   int decode_splits_ = 1;   // items per KV head of a decode row's attention (ops::decode_splits)

@@ -194,7 +194,7 @@ std::vector<TuningKey> make_keys() {
        [](const Tuning& t) { return json(t.matvec_native_local); }},
       {"decode_layer_launch", "true or false",
        "decode runs each transformer block in one launch (decode_layer.cl) where the model and kernels allow it; "
-       "else 5 launches a block",
+       "else 5 launches a block (6 where decode attention splits)",
        Judge::Decode, kBools,
        [](Tuning& t, const json& v, const DeviceInfo&) { t.decode_layer_launch = flag("decode_layer_launch", v); },
        [](const Tuning& t) { return json(t.decode_layer_launch); }},

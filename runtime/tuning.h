@@ -58,7 +58,8 @@ struct Tuning {
   std::vector<std::string> gemm_native_types;
   // Decode of one row runs each transformer block in one launch (cl_kernels/decode_layer.cl:
   // a work-group per compute unit, the block's five steps shared out by counters), where the
-  // model and the tuned kernels allow it (ops::decode_layer_supported); else 5 launches a block.
+  // model and the tuned kernels allow it (ops::decode_layer_supported); else 5 launches a block
+  // (6 where decode attention splits).
   bool decode_layer_launch = false;
   nlohmann::json clblast = nlohmann::json::object();  // kernel -> {param: value} overrides
 

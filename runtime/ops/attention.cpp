@@ -43,8 +43,7 @@ static cl::NDRange attention_group(const Context& c) {
 int decode_split_ways(const AttentionShape& s, int n_past, const DecodeSplit& split) {
   const int blocks = (std::min(n_past + 1, window_arg(s)) + 15) / 16;
   const int splits = std::max(1, std::min(split.splits, blocks));
-  if (splits > 1 && !(split.part && split.count && split.part->bytes() >= decode_split_part_bytes(s, splits) &&
-                      split.count->bytes() >= decode_split_count_bytes(s)))
+  if (splits > 1 && !(split.part && split.part->bytes() >= decode_split_part_bytes(s, splits)))
     throw cl::ClError("invalid launch: decode attention split " + std::to_string(splits) +
                       " ways without scratch for it");
   return splits;
@@ -64,8 +63,6 @@ int attention_key_tile(int tuned, int head_dim, uint64_t local_mem_bytes) {
   while (tile >= 16 && static_cast<uint64_t>(tile) * per_key > local_mem_bytes) tile -= 16;
   return tile >= 16 ? tile : 0;
 }
-
-size_t decode_split_count_bytes(const AttentionShape& s) { return size_t(s.n_kv_heads) * sizeof(cl_int); }
 
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse,
@@ -108,12 +105,18 @@ void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, co
     const int group = s.n_heads / s.n_kv_heads;
     if (group * s.head_dim <= 256) {
       const int splits = decode_split_ways(s, n_past, split);
-      c.kernel({"attention_decode_lanes_group", {s.head_dim, s.n_heads, s.n_kv_heads, s.kv_half}},
-               kSources, "attention_decode_lanes_group",
-               [&] { return attention_options(s) + " -DDECODE_LANES"; })
+      auto options = [&] { return attention_options(s) + " -DDECODE_LANES"; };
+      const Context::LaunchKey key{"attention_decode_lanes_group", {s.head_dim, s.n_heads, s.n_kv_heads, s.kv_half}};
+      c.kernel(key, kSources, "attention_decode_lanes_group", options)
           .args(q, k_cache, v_cache, s.cap, n_past, scale, out, lse, s.n_heads, window, splits,
-                splits > 1 ? *split.part : out, splits > 1 ? *split.count : out)
+                splits > 1 ? *split.part : out)
           .launch(c.queue(), {size_t(s.n_kv_heads) * splits}, {1});
+      // Split: the items' partials merged in a second launch, one work-item per query head
+      // (OpenCL orders the items' writes before it only at the launch boundary).
+      if (splits > 1)
+        c.kernel({"attention_decode_combine", key.values}, kSources, "attention_decode_combine", options)
+            .args(s.n_heads, splits, *split.part, out, lse)
+            .launch(c.queue(), {size_t(s.n_heads)}, {1});
       return;
     }
     c.kernel(kSources, "attention_decode_lanes",

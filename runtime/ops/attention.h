@@ -17,13 +17,12 @@ struct AttentionShape {
   int window = 0;     // sliding window: row at slot p sees slots (p - window, p]; 0: all of them
 };
 // A decode row's attention on a CPU device in `splits` work-items per KV head (attention.cl
-// attention_decode_lanes_group; at most one per 16-key block), with their scratch: partial
-// softmaxes, and per KV head a count of the items done, zero between launches (fill_zero it
-// once after allocating). decode_splits: twice the device's compute units over the KV heads.
+// attention_decode_lanes_group; at most one per 16-key block), with their scratch: the partial
+// softmaxes, which a second launch (attention_decode_combine) merges. decode_splits: twice the
+// device's compute units over the KV heads.
 struct DecodeSplit {
   int splits = 1;
-  Buffer* part = nullptr;   // [n_heads][splits][head_dim + 2] floats
-  Buffer* count = nullptr;  // [n_kv_heads] ints
+  Buffer* part = nullptr;  // [n_heads][splits][head_dim + 2] floats
 };
 int decode_splits(const Context& c, const AttentionShape& s);
 // Items per KV head a decode row at slot n_past runs in: split.splits, at most one per 16-key
@@ -38,11 +37,10 @@ int attention_key_tile(int tuned, int head_dim, uint64_t local_mem_bytes);
 // (s.window, or past the capacity for global layers: nothing cut).
 float score_scale(const AttentionShape& s);
 int window_arg(const AttentionShape& s);
-// Bytes of part for `splits` items per KV head, and of count.
+// Bytes of part for `splits` items per KV head.
 size_t decode_split_part_bytes(const AttentionShape& s, int splits);
-size_t decode_split_count_bytes(const AttentionShape& s);
 // attention.cl: out = softmax(q k^T * scale, causal) v; lse per (row, head). split: room for a
-// decode row's attention to run several items per KV head (else one).
+// decode row's attention to run several items per KV head (else one; split, it takes two launches).
 void attention(Context& c, const AttentionShape& s, const Buffer& q, int ldq, const Buffer& k_cache,
                const Buffer& v_cache, int n_past, int n, Buffer& out, int ldo, Buffer& lse,
                const DecodeSplit& split = {});

@@ -67,9 +67,8 @@ void decode_layer(Context& c, const AttentionShape& s, const DecodeLayer& L, Buf
                              c.exact_divide_option();
                     });
   Buffer& part = splits > 1 ? *split.part : attn;
-  Buffer& count = splits > 1 ? *split.count : sync;
   k.args(x, *L.attn_norm, L.wqkv->buf, L.wqkv->row_bytes, *L.cs, L.n_rot, k_cache, v_cache, s.cap, n_past, qkv, score_scale(s),
-         window_arg(s), splits, part, count, attn, lse, L.wo->buf, L.wo->row_bytes, *L.ffn_norm, L.gate->buf, L.up->buf,
+         window_arg(s), splits, part, attn, lse, L.wo->buf, L.wo->row_bytes, *L.ffn_norm, L.gate->buf, L.up->buf,
          L.up_row0, L.gate->row_bytes, act, L.down->buf, L.down->row_bytes, L.eps, sync);
   const size_t groups = std::max<size_t>(1, c.device().compute_units);
   k.launch(c.queue(), {groups}, {1});

@@ -10,8 +10,8 @@ namespace infinipot::ops {
 
 // decode_layer.cl: a decode row's transformer block in one launch (x += Wo . attention(...),
 // then x += Wd . GLU(...); Forward::layer's five steps, the same arithmetic as their launches
-// in the native dot and attention_decode_lanes_group). sync: 11 ints, zero before the first
-// launch (each launch leaves them zero). Call only where decode_layer_supported.
+// in the native dot and attention_decode_lanes_group). sync: kDecodeLayerSyncInts ints, zero before
+// the first launch (each launch leaves them zero). Call only where decode_layer_supported.
 struct DecodeLayer {
   const DeviceWeight* wqkv;              // [(n_head + 2 n_kv) head_dim][n_embd]
   const DeviceWeight* wo;                // [n_embd][n_head head_dim]
@@ -30,6 +30,6 @@ bool decode_layer_supported(const Context& c, const AttentionShape& s, const Dec
 void decode_layer(Context& c, const AttentionShape& s, const DecodeLayer& L, Buffer& x, Buffer& qkv,
                   Buffer& k_cache, Buffer& v_cache, int n_past, Buffer& attn, Buffer& lse, Buffer& act,
                   const DecodeSplit& split, Buffer& sync);
-constexpr int kDecodeLayerSyncInts = 11;
+constexpr int kDecodeLayerSyncInts = 13;  // 2 for each of its 6 steps, and the exit count
 
 }  // namespace infinipot::ops

@@ -137,7 +137,7 @@ void check_spread(cl::Context& c, const SpreadCase& k, uint32_t seed) {
 
 TEST_F(PotSelectKernel, SpreadMatchesHostOnRandomRows) {
   Rng r(11);
-  for (int i = 0; i < 150; ++i) {
+  for (int i = 0; i < testing_support::full_or_small(150, 20); ++i) {
     SpreadCase k;
     k.n = r.pick(std::vector<int>{1, 2, 3, 5, 17, 64, 100, 257, 1000, 3001}) + (r.chance(0.3) ? r.uniform(0, 9) : 0);
     k.lo = r.chance(0.4) ? 0 : r.uniform(0, k.n);
@@ -152,9 +152,11 @@ TEST_F(PotSelectKernel, SpreadMatchesHostOnRandomRows) {
 }
 
 TEST_F(PotSelectKernel, SpreadMatchesHostOnALongRow) {
-  // 65536 slots: units from short runs to one run over a quarter of the row, a wide window.
-  check_spread(ctx(), SpreadCase{65536, 3, 7, 2, 20000, 0, 0.1, true}, 7);
-  check_spread(ctx(), SpreadCase{65536, 0, 1000, 1000, 0, 0, 0.3, false}, 8);
+  // 65536 slots (5000 small: still several per work-item): units from short runs to one run
+  // over a quarter of the row, a wide window.
+  const int n = testing_support::full_or_small(65536, 5000);
+  check_spread(ctx(), SpreadCase{n, 3, 7, 2, n * 20000 / 65536, 0, 0.1, true}, 7);
+  check_spread(ctx(), SpreadCase{n, 0, 1000, 1000, 0, 0, 0.3, false}, 8);
 }
 
 // ---- take_best ----------------------------------------------------------------------------
@@ -201,7 +203,7 @@ void check_take(cl::Context& c, const TakeCase& k, uint32_t seed) {
 
 TEST_F(PotSelectKernel, TakeBestMatchesHostOnRandomRows) {
   Rng r(23);
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < testing_support::full_or_small(200, 20); ++i) {
     TakeCase k;
     k.n = r.pick(std::vector<int>{1, 2, 3, 7, 33, 100, 256, 511, 1000, 4099}) + (r.chance(0.3) ? r.uniform(0, 9) : 0);
     k.lo = r.chance(0.5) ? 0 : r.uniform(0, k.n);
@@ -218,8 +220,9 @@ TEST_F(PotSelectKernel, TakeBestMatchesHostOnRandomRows) {
 }
 
 TEST_F(PotSelectKernel, TakeBestMatchesHostOnALongRow) {
-  check_take(ctx(), TakeCase{65536, 5, 65536, 20000, 0, 0.1, 0.1, true}, 9);
-  check_take(ctx(), TakeCase{65536, 0, 65536, 65535, 0, 0.0, 0.0, false}, 10);
+  const int n = testing_support::full_or_small(65536, 5000);
+  check_take(ctx(), TakeCase{n, 5, n, n * 20000 / 65536, 0, 0.1, 0.1, true}, 9);
+  check_take(ctx(), TakeCase{n, 0, n, n - 1, 0, 0.0, 0.0, false}, 10);
 }
 
 TEST_F(PotSelectKernel, TakeBestBreaksTiesToTheLaterSlot) {
@@ -349,12 +352,14 @@ ChooseCase random_choose_case(Rng& r, int work_group) {
 
 TEST_F(PotSelectKernel, ChooseMatchesHostOnRandomCases) {
   Rng r(37);
-  for (int i = 0; i < 250; ++i) check_choose(ctx(), random_choose_case(r, 0), 3000 + i);
+  for (int i = 0; i < testing_support::full_or_small(250, 25); ++i)
+    check_choose(ctx(), random_choose_case(r, 0), 3000 + i);
 }
 
 TEST_F(PotSelectKernel, ChooseMatchesHostWithAnyWorkGroupSize) {
   Rng r(41);
-  for (int i = 0; i < 60; ++i) check_choose(ctx(), random_choose_case(r, random_work_group(r)), 4000 + i);
+  for (int i = 0; i < testing_support::full_or_small(60, 10); ++i)
+    check_choose(ctx(), random_choose_case(r, random_work_group(r)), 4000 + i);
 }
 
 TEST_F(PotSelectKernel, ChooseMatchesHostOnEdgeCases) {
@@ -419,7 +424,9 @@ TEST_F(PotSelectKernel, GroupSumsAddInTheHostsOrder) {
 
 TEST_F(PotSelectKernel, ChooseMatchesHostOnALongRow) {
   ChooseCase k;
-  k.L = 2, k.H = 2, k.n = 65536, k.pinned = 13, k.keep = 9000, k.counts = {3000, 1};
+  const bool small = testing_support::small_shapes();  // 6000 slots: still several per work-item
+  k.L = 2, k.H = 2, k.n = small ? 6000 : 65536, k.pinned = 13, k.keep = small ? 900 : 9000;
+  k.counts = {small ? 300 : 3000, 1};
   k.shape.per_layer = true, k.shape.per_head = false, k.shape.units = true, k.unit_rows = true, k.max_run = 9;
   k.shape.head = 5, k.shape.recent = 64, k.shape.back = 2, k.shape.fwd = 1;
   k.nan_share = 0.05, k.few = true;

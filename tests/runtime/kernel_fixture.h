@@ -71,6 +71,20 @@ inline std::unique_ptr<cl::Context> context_with_tuning(const std::string& value
   return std::make_unique<cl::Context>(co);
 }
 
+// INFINIPOT_TEST_SMALL=1 (scripts/test-oclgrind.sh sets it): the kernel tests' large shapes
+// and long random loops cut down for a simulator that runs a kernel thousands of times slower
+// than PoCL. Every kernel and every path still runs; only the sizes that test scale (a 16K
+// cache, a 64K-slot row, hundreds of random cases) shrink.
+inline bool small_shapes() {
+  static const bool small = [] {
+    const char* e = std::getenv("INFINIPOT_TEST_SMALL");
+    return e != nullptr && *e != '\0' && std::string(e) != "0";
+  }();
+  return small;
+}
+// `full`, or `small` under INFINIPOT_TEST_SMALL.
+inline int full_or_small(int full, int small) { return small_shapes() ? small : full; }
+
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
