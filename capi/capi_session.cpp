@@ -265,14 +265,13 @@ infinipot_status infinipot_session_create(infinipot_model* model, const infinipo
       // The {n_predict} a stream plan names is the room it keeps: the session's reserve.
       try {
         s->plan = std::make_shared<PotPlan>(PotPlan::stream(e, e.prompt_parts(s->system, "", ""), choice, s->reserve));
-      } catch (const SettingError& ex) {
-        SettingNames names = c_names();
-        names["n_predict"] = "infinipot_session_options.reserve";
-        throw SettingError(ex.setting() == "n_predict" ? "reserve" : ex.setting(), ex.have(), ex.need(), worded(ex.what(), names));
       } catch (const std::invalid_argument& ex) {
         SettingNames names = c_names();
         names["n_predict"] = "infinipot_session_options.reserve";
-        throw std::invalid_argument(worded(ex.what(), names));
+        const std::string message = worded(ex.what(), names);
+        if (const auto* e = dynamic_cast<const SettingError*>(&ex))
+          throw SettingError(e->setting() == "n_predict" ? "reserve" : e->setting(), e->have(), e->need(), message);
+        throw std::invalid_argument(message);
       }
       s->plan_key = key_of(*s->plan);
       claim(s.get());  // the device plan checked against the cap now (BudgetError naming the minimum)

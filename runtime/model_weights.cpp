@@ -1,6 +1,7 @@
 #include "runtime/model_weights.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "model_loader/quant.h"
@@ -101,44 +102,45 @@ bool fusable(const std::vector<const gguf::TensorInfo*>& parts) {
   return true;
 }
 
-cl::Buffer upload_f32(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t,
-                      const std::vector<int>& order = {}) {
+// A small tensor's values as floats (norms may be F16 in some files).
+std::vector<float> read_f32(const gguf::GgufFile& file, const gguf::TensorInfo& t) {
   const int64_t n = t.n_elements();
   std::vector<float> host(static_cast<size_t>(n));
   std::vector<uint8_t> raw(t.n_bytes);
   file.read_tensor(t, raw.data(), 0, t.n_bytes);
-  quant::dequantize_row(t.type, raw.data(), host.data(), n);  // norms may be F16 in some files
-  if (!order.empty()) {
-    const std::vector<float> src = host;
-    for (size_t i = 0; i < host.size(); ++i) host[i] = src[static_cast<size_t>(order.at(i))];
-  }
-  cl::Buffer b = ctx.memory().alloc(cl::MemCategory::Weights, host.size() * sizeof(float), t.name);
+  quant::dequantize_row(t.type, raw.data(), host.data(), n);
+  return host;
+}
+
+// `v` with the entries of each head (order.size() of them) reordered as the weights' rows are.
+std::vector<float> permute_heads(const std::vector<float>& v, const std::vector<int>& order) {
+  if (order.empty()) return v;
+  std::vector<float> out(v.size());
+  const size_t hd = order.size();
+  for (size_t i = 0; i < v.size(); ++i) out[i] = v[i / hd * hd + static_cast<size_t>(order.at(i % hd))];
+  return out;
+}
+
+cl::Buffer upload_floats(cl::Context& ctx, const std::vector<float>& host, const std::string& label) {
+  cl::Buffer b = ctx.memory().alloc(cl::MemCategory::Weights, host.size() * sizeof(float), label);
   ctx.write(b, host.data(), host.size() * sizeof(float));
   return b;
+}
+
+cl::Buffer upload_f32(cl::Context& ctx, const gguf::GgufFile& file, const gguf::TensorInfo& t,
+                      const std::vector<int>& order = {}) {
+  return upload_floats(ctx, permute_heads(read_f32(file, t), order), t.name);
 }
 
 // The q | k | v biases as one float vector beside the q|k|v product's columns; q and k are
 // reordered within each head as their weights' rows are (`order`, for NEOX models).
 cl::Buffer upload_qkv_bias(cl::Context& ctx, const gguf::GgufFile& file, const LayerWeights& l,
                            const std::vector<int>& order) {
-  std::vector<float> host;
-  for (const gguf::TensorInfo* t : {l.bq, l.bk, l.bv}) {
-    const int64_t n = t->n_elements();
-    std::vector<uint8_t> raw(t->n_bytes);
-    file.read_tensor(*t, raw.data(), 0, t->n_bytes);
-    std::vector<float> part(static_cast<size_t>(n));
-    quant::dequantize_row(t->type, raw.data(), part.data(), n);
-    if (!order.empty() && t != l.bv) {
-      const size_t hd = order.size();
-      for (size_t h = 0; h < part.size() / hd; ++h)
-        for (size_t r = 0; r < hd; ++r) host.push_back(part[h * hd + static_cast<size_t>(order[r])]);
-    } else {
-      host.insert(host.end(), part.begin(), part.end());
-    }
-  }
-  cl::Buffer b = ctx.memory().alloc(cl::MemCategory::Weights, host.size() * sizeof(float), l.bq->name);
-  ctx.write(b, host.data(), host.size() * sizeof(float));
-  return b;
+  std::vector<float> host = permute_heads(read_f32(file, *l.bq), order);
+  const std::vector<float> k = permute_heads(read_f32(file, *l.bk), order), v = read_f32(file, *l.bv);
+  host.insert(host.end(), k.begin(), k.end());
+  host.insert(host.end(), v.begin(), v.end());
+  return upload_floats(ctx, host, l.bq->name);
 }
 
 uint64_t f32_bytes(const gguf::TensorInfo& t) { return static_cast<uint64_t>(t.n_elements()) * 4; }
