@@ -17,6 +17,10 @@ Commands:
   tables.py bench FILE [FILE ...]
       `infinipot bench` rows (bench/results/bench/*.json) by context: our pot, our full cache,
       llama.cpp; a later file's row of the same context and engine wins
+  tables.py families FIXTURE RECORDS
+      per generated family file: llama.cpp's perplexity (tests/fixtures/family_reference.json,
+      on the file and, for quantized files, on its weights dequantized to F32) beside ours
+      (scripts/family-perplexity.sh's records; a later record of the same file wins)
   tables.py --check PATH [PATH ...]
       regenerate every marked table of the .md files (directories: their *.md) and exit 1
       naming the first one that differs from the page, else 0
@@ -156,6 +160,28 @@ def bench_table(args):
     return out
 
 
+def families_table(args):
+    with open(args.fixture, encoding="utf-8") as f:
+        models = json.load(f)["models"]
+    ours = {r["file"]: r for r in read_jsonl(args.records)}
+    names = {"qwen2": "Qwen2 / Qwen2.5", "qwen3": "Qwen3", "phi3": "Phi-3", "llama32": "Llama 3.2 (llama)"}
+    out = ["| family | weights | llama.cpp PPL | infinipot PPL | difference | llama.cpp, F32 weights | difference | CPU |",
+           "|---|---|---:|---:|---:|---:|---:|---|"]
+    for m in models:
+        r = ours.get(m["file"])
+        if r is None:
+            raise SystemExit(f"{args.records} has no record of {m['file']} (scripts/family-perplexity.sh makes them)")
+        if r["sha256"] != m["sha256"]:
+            raise SystemExit(f"{args.records}: {m['file']} was measured on other bytes than the fixture's")
+        ref, got = m["perplexity"]["ppl"], r["perplexity"]
+        f32 = m.get("f32_weights", {}).get("perplexity", {}).get("ppl")
+        out.append("| %s | %s | %.4g | %.4g | %+.2f%% | %s | %s | %s |" % (
+            names.get(m["family"], m["family"]), m["weight_type"].upper(), ref, got, 100 * (got / ref - 1),
+            "%.4g" % f32 if f32 else "(the file)", "%+.2f%%" % (100 * (got / f32 - 1)) if f32 else "",
+            r["cpu"]))
+    return out
+
+
 # ---- the command line and --check ----------------------------------------------------------
 
 def parser():
@@ -175,6 +201,9 @@ def parser():
     s.add_argument("--task", default="passkey")
     b = sub.add_parser("bench")
     b.add_argument("files", nargs="+")
+    fa = sub.add_parser("families")
+    fa.add_argument("fixture")
+    fa.add_argument("records")
     return p
 
 
@@ -185,7 +214,9 @@ def make(args, binary):
         return potsizes_table(args)
     if args.kind == "bench":
         return bench_table(args)
-    raise SystemExit("name a table: nih, potsizes or bench (or --check PATH)")
+    if args.kind == "families":
+        return families_table(args)
+    raise SystemExit("name a table: nih, potsizes, bench or families (or --check PATH)")
 
 
 def marked_tables(path):

@@ -53,7 +53,15 @@ Q4_K) and the K/V/Q/softmax to F16; with that, the f16 files agree to < 0.04 in 
 the q8_0/q4_k files to ~0.7/~1.1 (the emulation of ggml's activation quantization is not
 exact: that residue is rounding, not a semantic difference; argmax agrees on 94-99% rows).
 
+--add-f32-weights adds, to each quantized model of an existing family_reference.json (the
+rest of the file is left as it is), "f32_weights": llama.cpp on the same weights dequantized
+to F32 (llama-quantize --allow-requantize FILE OUT F32; llama-quantize must be built): its
+"perplexity" and "prompts" (as above, without text, greedy_text). With F32 weights llama.cpp
+multiplies in fp32, so the quantized files can be held to the F16 files' bounds against it
+(with quantized weights llama.cpp rounds each product's input to 8 bits first).
+
 Usage: scripts/reference/make_family_fixtures.py [--models DIR] [--seed N] [--numpy-check]
+       scripts/reference/make_family_fixtures.py --add-f32-weights [--models DIR]
   DIR defaults to build/family-models (generated there first when files are missing).
 """
 import argparse
@@ -323,6 +331,40 @@ def tokenizer_goldens(models_dir, shas):
     return doc, cases
 
 
+def add_f32_weights(path, models_dir):
+    """Adds "f32_weights" to every quantized model of the fixture at path."""
+    import tempfile
+
+    from llama_cpp import Llama
+
+    fixture = json.load(open(path, encoding="utf-8"))
+    bindir = llama_bin()
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in fixture["models"]:
+            if m["weight_type"] == "f16":
+                continue
+            src = os.path.join(models_dir, m["file"])
+            if not os.path.exists(src) or fm.file_sha256(src) != m["sha256"]:
+                fm.generate(models_dir, m["seed"], [m["file"][:-5]])
+            f32 = os.path.join(tmp, m["file"][:-5] + "-f32.gguf")
+            subprocess.run([os.path.join(bindir, "llama-quantize"), "--allow-requantize", src, f32, "F32"],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            llm = Llama(model_path=f32, n_ctx=512, n_batch=512, n_ubatch=512, n_threads=2,
+                        n_threads_batch=2, logits_all=True, flash_attn=False, seed=0, verbose=False)
+            got = model_fixture(llm, f32, m["file"][:-5], m["seed"], "", perplexity(bindir, f32), False)
+            del llm
+            os.remove(f32)
+            m["f32_weights"] = {
+                "how": "llama-quantize --allow-requantize <file> <out> F32, then as the file",
+                "perplexity": got["perplexity"],
+                "prompts": [{k: v for k, v in p.items() if k not in ("text", "greedy_text")}
+                            for p in got["prompts"]]}
+            print(f"{m['file']}: F32 weights ppl {got['perplexity']['ppl']:.4g} "
+                  f"(quantized {m['perplexity']['ppl']:.4g})", file=sys.stderr)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(fmt(fixture) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=os.path.join(ROOT, "build", "family-models"))
@@ -333,7 +375,11 @@ def main():
                                                       "family_tokenizer_goldens.json"))
     ap.add_argument("--numpy-check", action="store_true")
     ap.add_argument("--only", nargs="*", help="model names (qwen2-f16) to run; no JSON written")
+    ap.add_argument("--add-f32-weights", action="store_true",
+                    help="add llama.cpp on the dequantized weights to the quantized models of --out")
     a = ap.parse_args()
+    if a.add_f32_weights:
+        return add_f32_weights(a.out, a.models)
 
     import llama_cpp
     from llama_cpp import Llama

@@ -97,9 +97,10 @@ SPECIALS = ["<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<pad>", "<unk
 RARE = ["\ue000", "\uf8ff", "\U000F0000", "\u0378", "\U0001FAE8", "\x01", "\x7f", "\ufeff", "\u200b"]
 
 
-def random_strings(seed, count):
-    """The random cross-check's inputs: a pure function of (seed, count), Python's Mersenne
-    Twister; the C++ test reads the strings from the fixture rather than regenerating them."""
+def random_strings(seed, count, specials=SPECIALS):
+    """The random cross-check's inputs: a pure function of (seed, count, specials), Python's
+    Mersenne Twister; the C++ tests read the strings from the fixture rather than regenerating
+    them. make_tokenizer_random.py draws the other vocabularies' strings with their specials."""
     rng = random.Random(seed)
     out = []
     for _ in range(count):
@@ -123,7 +124,7 @@ def random_strings(seed, count):
             elif kind < 0.87:
                 parts.append(rng.choice(EMOJI))
             elif kind < 0.93:
-                parts.append(rng.choice(SPECIALS))
+                parts.append(rng.choice(specials))
             elif kind < 0.97:
                 parts.append(rng.choice(RARE))
             else:

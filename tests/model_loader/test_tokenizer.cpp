@@ -21,6 +21,7 @@
 #include "model_loader/tokenizer.h"
 #include "model_loader/unicode_utf8.h"
 #include "tests/support/gguf_test_util.h"
+#include "tests/support/tokenizer_random.h"
 
 namespace infinipot {
 namespace {
@@ -124,6 +125,20 @@ TEST(TokenizerReal, OtherPreTokenizersMatchLlamaCpp) {
       EXPECT_EQ(tok.encode(c.text, false, c.parse_special), c.ids_by_pre.at(pre));
     }
   }
+}
+
+// 12,000 random strings (mixed scripts, whitespace runs, digits, every family's special-token
+// texts and near misses), half with special parsing: each token for token as llama.cpp's.
+TEST(TokenizerReal, RandomStringsMatchLlamaCpp) {
+  const Tokenizer* tok = real_tokenizer();
+  ASSERT_NE(tok, nullptr);
+  const nlohmann::json& doc = test::tokenizer_random_fixture();
+  ASSERT_EQ(doc.at("cases").size(), 12000u);
+  const test::RandomStringsResult r =
+      test::compare_random_strings(*tok, doc.at("cases"), test::random_ids_column(doc, "smollm2"));
+  EXPECT_EQ(r.same, r.rows) << r.same << " of " << r.rows << " random strings (" << r.tokens
+                            << " tokens) identical; first differences:\n" << r.first_differences;
+  EXPECT_GT(r.tokens, 100000u);  // the fixture really exercises the merges
 }
 
 TEST(TokenizerReal, DecodeInvertsEncodeForValidUtf8) {

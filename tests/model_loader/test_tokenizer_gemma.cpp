@@ -18,6 +18,7 @@
 #include "model_loader/tokenizer.h"
 #include "model_loader/unicode_utf8.h"
 #include "tests/support/gguf_test_util.h"
+#include "tests/support/tokenizer_random.h"
 
 namespace infinipot {
 namespace {
@@ -44,12 +45,6 @@ std::string from_hex(const std::string& hex) {
   std::string out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
-}
-
-std::string describe(const std::vector<TokenId>& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
-  return out + "]";
 }
 
 TEST(GemmaTokenizer, EveryGoldenCaseMatchesLlamaCpp) {
@@ -86,27 +81,12 @@ TEST(GemmaTokenizer, RandomStringsMatchLlamaCpp) {
   const Tokenizer* tok = gemma_tokenizer();
   ASSERT_NE(tok, nullptr);
   const nlohmann::json doc = load_fixture("gemma3_tokenizer_random.json");
-  const auto& rows = doc.at("cases");
-  ASSERT_EQ(rows.size(), 12000u);
+  ASSERT_EQ(doc.at("cases").size(), 12000u);
   ASSERT_EQ(doc.at("count"), 12000);
-  size_t same = 0, tokens = 0;
-  std::string first_differences;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const bool parse_special = rows[i].at(0).get<int>() != 0;
-    const std::string text = rows[i].at(1).get<std::string>();
-    const auto want = rows[i].at(2).get<std::vector<TokenId>>();
-    const auto ids = tok->encode(text, /*add_bos=*/false, parse_special);
-    tokens += want.size();
-    if (ids == want) {
-      ++same;
-    } else if (first_differences.size() < 2000) {
-      first_differences += "  #" + std::to_string(i) + " " + nlohmann::json(text).dump() + "\n    ours      " +
-                           describe(ids) + "\n    llama.cpp " + describe(want) + "\n";
-    }
-  }
-  EXPECT_EQ(same, rows.size()) << same << " of " << rows.size() << " random strings (" << tokens
-                               << " tokens) identical; first differences:\n" << first_differences;
-  EXPECT_GT(tokens, 100000u);  // the fixture really exercises the merges
+  const test::RandomStringsResult r = test::compare_random_strings(*tok, doc.at("cases"), 2);
+  EXPECT_EQ(r.same, r.rows) << r.same << " of " << r.rows << " random strings (" << r.tokens
+                            << " tokens) identical; first differences:\n" << r.first_differences;
+  EXPECT_GT(r.tokens, 100000u);  // the fixture really exercises the merges
 }
 
 TEST(GemmaTokenizer, VocabularyAndSpecialIds) {
