@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
@@ -113,6 +115,26 @@ TEST(Engine, BudgetRefusalNamesAnHonestMinimum) {
   const auto r = exact.generate(prompt, g);  // runs within the budget it was given
   EXPECT_LE(exact.context().memory().peak_total(), minimum);
   EXPECT_GT(r.tokens.size() + (r.stop_reason == "eos"), 0u);
+}
+
+// The engine's own option checks raise SettingError naming the option, the value and what
+// works, so that each front end (CLI flag, C API field, request field) can word it.
+TEST(Engine, UnknownWeightsOrKvTypeIsRefusedNamingTheSetting) {
+  for (const auto& [setting, value] : std::vector<std::pair<std::string, std::string>>{{"weights", "mmap"}, {"kv_type", "q3"}}) {
+    EngineOptions o;
+    o.model_path = test::real_model_path();
+    (setting == "weights" ? o.weights : o.kv_type) = value;
+    try {
+      Engine e(o);
+      e.prepare(64);  // the device is opened, and the options read, on first use
+      ADD_FAILURE() << setting << " '" << value << "' was accepted";
+    } catch (const SettingError& err) {
+      EXPECT_EQ(err.setting(), setting);
+      EXPECT_EQ(err.have(), value);
+      EXPECT_NE(err.need().find("auto"), std::string::npos) << err.need();
+      EXPECT_NE(std::string(err.what()).find("{" + setting + "}"), std::string::npos) << err.what();
+    }
+  }
 }
 
 // Greedy decoding picks each token on the device (argmax.cl) and reads back one int; sampling

@@ -367,6 +367,17 @@ TEST(SlidingWindow, RestoredPotWithoutItsLocalStoreAnswersDifferently) {
   GenerateOptions g;
   g.n_predict = kAnswer;
   g.ignore_eos = true;
+  // A saved pot answers a question: without one it is refused naming the setting.
+  PromptParts no_question = parts;
+  no_question.question.clear();
+  no_question.tail.clear();
+  try {
+    e->generate_restored(no_question, emptied, cat.tokens, g, cat.question_rows);
+    ADD_FAILURE() << "an answer from a saved pot without a question was not refused";
+  } catch (const SettingError& err) {
+    EXPECT_EQ(err.setting(), "question");
+    EXPECT_NE(std::string(err.what()).find("{question}"), std::string::npos) << err.what();
+  }
   e->generate_restored(parts, emptied, cat.tokens, g, cat.question_rows);
   EXPECT_GT(max_abs_diff(e->forward().last_logits(), saved.logits), 1e-3);
 }
