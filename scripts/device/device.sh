@@ -10,7 +10,8 @@ read -r k parts name < "$here/part"
 exec > >(tee -a "$OUT/device-p$k.log") 2>&1
 mkdir -p /tmp/ip /tmp/ipcache
 [ -f "$here/bundle.tgz" ] && tar -C /tmp/ip -xzf "$here/bundle.tgz"
-cp "$here/model.part" "/tmp/ip/model.part$k"
+[ -f "$here/model.part" ] && cp "$here/model.part" "/tmp/ip/model.part$k"
+[ -f "$here/extra.tgz" ] && mkdir -p /tmp/ip/extra && tar -C /tmp/ip/extra -xzf "$here/extra.tgz"
 nv=$(ls /usr/local/nvidia/lib64/libnvidia-opencl.so.1 /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 2>/dev/null | head -1)
 if [ -n "$nv" ]; then
   mkdir -p /etc/OpenCL/vendors && echo "$nv" > /etc/OpenCL/vendors/nvidia.icd
@@ -21,10 +22,11 @@ fi
 export XDG_CACHE_HOME=/tmp/ipcache
 [ "$k" = "$parts" ] || { echo "device.sh: part $k of $parts unpacked"; exit 0; }
 M=/tmp/ip/$name IP=/tmp/ip/bin/infinipot
-for i in $(seq 1 "$parts"); do
+model_parts=$(cat "$here/model_parts" 2>/dev/null || echo "$parts")  # an EXTRA call carries none
+for i in $(seq 1 "$model_parts"); do
   [ -f "/tmp/ip/model.part$i" ] || { echo "device.sh: model part $i is gone (the machine went back between calls): start again from .dev/p1"; exit 3; }
 done
-cat $(for i in $(seq 1 "$parts"); do echo "/tmp/ip/model.part$i"; done) > "$M"
+cat $(for i in $(seq 1 "$model_parts"); do echo "/tmp/ip/model.part$i"; done) > "$M"
 [ "$(sha256sum "$M" | cut -d' ' -f1)" = "$(cat "$here/model.sha256")" ] || { echo "device.sh: model sha256 mismatch"; exit 4; }
 export M IP INFINIPOT_MODEL=$M
 # Tests resolve paths compiled in on the build machine (its checkout's models/ and build/):

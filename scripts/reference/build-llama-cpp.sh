@@ -3,13 +3,17 @@
 # independent reference for infinipot, and makes the Python package `llama_cpp` importable
 # by python3 using that very library (llama.cpp is compiled only once).
 #
-# Usage: scripts/reference/build-llama-cpp.sh [noamx|amx] [--no-python]
+# Usage: scripts/reference/build-llama-cpp.sh [noamx|amx|cuda] [--no-python]
 #   noamx (default)  portable x86-64 build: AVX/AVX2/FMA/F16C(/AVX512*) explicitly, AMX OFF,
 #                    into <cache>/build-noamx; then installs the python package against it.
 #   amx              same plus AMX (tile/int8/bf16) into <cache>/build-amx, from a separate
 #                    source copy patched with a compiler barrier before _tile_loadconfig
 #                    (GCC 12 otherwise miscompiles the tile setup -> SIGILL on batch > 1).
 #                    The python package is not touched for this variant.
+#   cuda             same as noamx plus the CUDA backend for sm_90 (H100/H200; CUDA_ARCHS
+#                    overrides), into <cache>/build-cuda, for a lent NVIDIA machine
+#                    (scripts/device/pack-llama-cuda.sh packs it). Needs nvcc; links the CUDA
+#                    runtime and cuBLAS dynamically (the GPU image has them). No python step.
 #   --no-python      skip the python package step.
 # Prints the bin dir of the chosen build (the only line on stdout); logs go to stderr.
 # Idempotent: re-running only re-checks the download, reconfigures and rebuilds incrementally.
@@ -27,13 +31,13 @@ LLAMA_CPP_COMMIT=0c1e57098
 variant=noamx; python_step=1
 for a in "$@"; do
   case "$a" in
-    noamx|amx) variant=$a ;;
+    noamx|amx|cuda) variant=$a ;;
     --no-python) python_step=0 ;;
     -h|--help) sed -n 2,19p "$0"; exit 0 ;;
     *) echo "unknown argument: $a" >&2; exit 2 ;;
   esac
 done
-[ "$variant" = amx ] && python_step=0
+[ "$variant" != noamx ] && python_step=0
 
 jobs=${JOBS:-2}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/infinipot/llama.cpp
@@ -92,6 +96,10 @@ if [ "$variant" = amx ]; then
   isa+=(-DGGML_AMX_TILE=ON -DGGML_AMX_INT8=ON -DGGML_AMX_BF16="$(onoff amx_bf16)")
 else
   isa+=(-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+fi
+if [ "$variant" = cuda ]; then
+  command -v nvcc >/dev/null || { log "error: the cuda variant needs nvcc on PATH"; exit 1; }
+  isa+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}")
 fi
 build=$cache/build-$variant
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)

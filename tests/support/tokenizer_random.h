@@ -16,7 +16,7 @@ struct RandomStringsResult {
 };
 
 // Encodes each row's text without BOS, special tokens parsed where row[0] says, and compares
-// with the ids in row[ids_column].
+// with the ids in row[ids_column] (or row[2], the first vocabulary's, where that is null).
 RandomStringsResult compare_random_strings(const Tokenizer& tok, const nlohmann::json& rows, size_t ids_column);
 
 // tests/fixtures/tokenizer_random.json (make_tokenizer_random.py), parsed once; throws naming
