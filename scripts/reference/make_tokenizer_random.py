@@ -27,7 +27,6 @@ Usage: scripts/reference/make_tokenizer_random.py [--models DIR] [--count N] [--
   Needs `import llama_cpp` (scripts/reference/build-llama-cpp.sh installs it).
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -46,14 +45,6 @@ SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", 
             "<|im_start", "im_end|>", "<|User|>", "< |end|>", "<0x41>", "\u2581", "[PAD32050]"]
 VOCABS = [("smollm2", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")),
           ("qwen2", "qwen2-f16"), ("llama-bpe", "llama32-f16"), ("phi3", "phi3-f16")]
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def main():
@@ -91,7 +82,7 @@ def main():
     header = {"generator": "scripts/reference/make_tokenizer_random.py",
               "llama_cpp_commit": LLAMA_CPP_COMMIT, "seed": a.seed, "count": a.count,
               "call": "llama_tokenize(add_special=false, parse_special=row[0])",
-              "vocabs": [{"name": n, "file": os.path.basename(path_of[n]), "sha256": sha256(path_of[n])}
+              "vocabs": [{"name": n, "file": os.path.basename(path_of[n]), "sha256": fm.file_sha256(path_of[n])}
                          for n, _ in VOCABS],
               "same_as_first": "null ids: the same as the first vocabulary's",
               "note": "qwen3-f16 tokenizes every string as qwen2 (checked)"}
