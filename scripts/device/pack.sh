@@ -39,8 +39,8 @@ bundle=$(stat -c %s "$out/bundle.tgz")
 extra_bytes=0
 if [ -n "${EXTRA:-}" ]; then
   [ -d "$EXTRA" ] || { echo "pack.sh: EXTRA=$EXTRA is not a folder" >&2; exit 2; }
-  mkdir -p "$out/extra" && cp -L "$EXTRA"/* "$out/extra/" 2>/dev/null || true
-  strip -s "$out/extra/"* 2>/dev/null || true
+  mkdir -p "$out/extra" && cp -a "$EXTRA"/. "$out/extra/"  # links kept: a library is carried once
+  find "$out/extra" -type f -exec strip -s {} + 2>/dev/null || true
   tar -C "$out/extra" -czf "$out/extra.tgz" . && rm -rf "$out/extra"
   extra_bytes=$(stat -c %s "$out/extra.tgz")
 fi

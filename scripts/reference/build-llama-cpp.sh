@@ -99,7 +99,11 @@ else
 fi
 if [ "$variant" = cuda ]; then
   command -v nvcc >/dev/null || { log "error: the cuda variant needs nvcc on PATH"; exit 1; }
-  isa+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}")
+  # The driver's libcuda.so.1 is on the GPU machine only (here a link stub): the programs
+  # link with its symbols left to the loader there.
+  # One card: no NCCL, one library fewer to find there.
+  isa+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" -DGGML_CUDA_NCCL=OFF
+        -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined)
 fi
 build=$cache/build-$variant
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
