@@ -53,6 +53,10 @@ Q4_K) and the K/V/Q/softmax to F16; with that, the f16 files agree to < 0.04 in 
 the q8_0/q4_k files to ~0.7/~1.1 (the emulation of ggml's activation quantization is not
 exact: that residue is rounding, not a semantic difference; argmax agrees on 94-99% rows).
 
+--redo-perplexity measures llama-perplexity again for every model of an existing fixture (and
+its "f32_weights" entry), leaving the rest as it is: the first fixture's figures were taken
+with llama-perplexity's default flash attention (auto, on for the CPU), unlike its logits.
+
 --add-f32-weights adds, to each quantized model of an existing family_reference.json (the
 rest of the file is left as it is), "f32_weights": llama.cpp on the same weights dequantized
 to F32 (llama-quantize --allow-requantize FILE OUT F32; llama-quantize must be built): its
@@ -61,7 +65,7 @@ multiplies in fp32, so the quantized files can be held to the F16 files' bounds 
 (with quantized weights llama.cpp rounds each product's input to 8 bits first).
 
 Usage: scripts/reference/make_family_fixtures.py [--models DIR] [--seed N] [--numpy-check]
-       scripts/reference/make_family_fixtures.py --add-f32-weights [--models DIR]
+       scripts/reference/make_family_fixtures.py --add-f32-weights | --redo-perplexity [--models DIR]
   DIR defaults to build/family-models (generated there first when files are missing).
 """
 import argparse
@@ -127,7 +131,7 @@ def perplexity(bindir, path):
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
     cmd = [os.path.join(bindir, "llama-perplexity"), "-m", path, "-f",
            os.path.join(ROOT, "data", "perplexity.txt"), "-c", str(PPL_CTX), "-t", "2",
-           "--chunks", str(PPL_CHUNKS)]
+           "--chunks", str(PPL_CHUNKS), "-fa", "off"]  # as the logits: flash attention off
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=env, errors="replace")
     m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", res.stdout)
@@ -135,7 +139,7 @@ def perplexity(bindir, path):
         sys.stderr.write(res.stdout[-3000:])
         raise RuntimeError(f"llama-perplexity failed on {path}")
     ppl, err = float(m.group(1)), float(m.group(2))
-    return {"ctx": PPL_CTX, "chunks": PPL_CHUNKS, "threads": 2, "ppl": ppl, "err": err,
+    return {"ctx": PPL_CTX, "chunks": PPL_CHUNKS, "threads": 2, "flash_attn": False, "ppl": ppl, "err": err,
             "mean_nll": round(math.log(ppl), 6)}
 
 
@@ -331,6 +335,33 @@ def tokenizer_goldens(models_dir, shas):
     return doc, cases
 
 
+def redo_perplexity(path, models_dir):
+    """Measures every model's perplexity of the fixture at path again (flash attention off)."""
+    import tempfile
+
+    fixture = json.load(open(path, encoding="utf-8"))
+    bindir = llama_bin()
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in fixture["models"]:
+            src = os.path.join(models_dir, m["file"])
+            if not os.path.exists(src) or fm.file_sha256(src) != m["sha256"]:
+                fm.generate(models_dir, m["seed"], [m["file"][:-5]])
+            before = m["perplexity"]["ppl"]
+            m["perplexity"] = perplexity(bindir, src)
+            line = f"{m['file']}: ppl {before:.5g} -> {m['perplexity']['ppl']:.5g}"
+            if "f32_weights" in m:
+                f32 = os.path.join(tmp, "f32.gguf")
+                subprocess.run([os.path.join(bindir, "llama-quantize"), "--allow-requantize", src, f32, "F32"],
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                before = m["f32_weights"]["perplexity"]["ppl"]
+                m["f32_weights"]["perplexity"] = perplexity(bindir, f32)
+                os.remove(f32)
+                line += f"; F32 weights {before:.5g} -> {m['f32_weights']['perplexity']['ppl']:.5g}"
+            print(line, file=sys.stderr)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(fmt(fixture) + "\n")
+
+
 def add_f32_weights(path, models_dir):
     """Adds "f32_weights" to every quantized model of the fixture at path."""
     import tempfile
@@ -377,7 +408,11 @@ def main():
     ap.add_argument("--only", nargs="*", help="model names (qwen2-f16) to run; no JSON written")
     ap.add_argument("--add-f32-weights", action="store_true",
                     help="add llama.cpp on the dequantized weights to the quantized models of --out")
+    ap.add_argument("--redo-perplexity", action="store_true",
+                    help="measure llama-perplexity again for every model of --out (flash attention off)")
     a = ap.parse_args()
+    if a.redo_perplexity:
+        return redo_perplexity(a.out, a.models)
     if a.add_f32_weights:
         return add_f32_weights(a.out, a.models)
 

@@ -10,7 +10,8 @@
 //  - 32 greedy steps teacher-forced along llama.cpp's continuation (a different pick only
 //    within a near-tie margin of llama.cpp's token);
 //  - perplexity on data/perplexity.txt (128-token windows, 16 of them) within 1% (F16;
-//    1.5% for quantized weights, see below).
+//    2% for quantized weights, see below), and the quantized files' against llama.cpp on
+//    their weights dequantized to F32 within 0.2%.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,13 +58,15 @@ constexpr Bounds kQuantizedBounds{0.9, 0.2, 1.3, 0.45, 0.8};
 // top-64 logits within 0.022 (mean 0.0055), greedy 32 of 32 everywhere; ~2.5x room. Tighter
 // than SmolLM2's (F16) bounds.
 constexpr Bounds kF32WeightsBounds{0.05, 0.01, 0.06, 0.015, 0.1};
-// Perplexity: 1% (measured within 0.13% on F16). Quantized, the rounding difference above
-// shifts 1,024 tokens' mean NLL by up to ~0.011: measured -1.13% (qwen3-q8_0) to +0.36%, 11
-// of the 12 files within 1%; with round_activations qwen3-q8_0 is -0.68% but phi3-q4_k -1.0%.
+// Perplexity: 1% (measured within 0.06% on F16). Quantized, against llama.cpp's run of the
+// same file, the rounding difference above shifts 1,024 tokens' mean NLL by up to ~0.015:
+// measured -1.45% (qwen2-q4_k) to +0.81%; llama.cpp itself moves by up to 1.2% on these files
+// between flash attention on and off (qwen2-q4_k 3.406e11 / 3.446e11), so 2%. Against the
+// F32 weights: within 0.05% on all 8 quantized files, bound 0.2%.
 constexpr double kPerplexityRelTol = 0.01;
-constexpr double kQuantizedPerplexityRelTol = 0.015;
+constexpr double kQuantizedPerplexityRelTol = 0.02;
 // Quantized files against llama.cpp on their weights dequantized to F32 (both fp32 products).
-constexpr double kF32WeightsPerplexityRelTol = 0.005;
+constexpr double kF32WeightsPerplexityRelTol = 0.002;
 
 const json& fixture() {
   static const json f = test::load_reference_fixture("family_reference.json");
@@ -209,7 +212,7 @@ TEST_P(FamilyReference, TokensLogitsAndGreedyStepsMatchLlamaCpp) {
 
 // The quantized files against llama.cpp on the same weights dequantized to F32, where it
 // multiplies in fp32 as we do: held to bounds tighter than SmolLM2's, and perplexity within
-// 0.5% (measured within 0.13%). This checks our Q8_0 / Q4_K blocks and products without llama.cpp's
+// 0.2% (measured within 0.05%). This checks our Q8_0 / Q4_K blocks and products without llama.cpp's
 // rounding of each product's input to 8 bits in the way.
 TEST_P(FamilyReference, QuantizedFilesMatchLlamaCppOnTheirF32Weights) {
   if (!quantized()) {
