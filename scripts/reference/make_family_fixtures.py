@@ -335,6 +335,26 @@ def tokenizer_goldens(models_dir, shas):
     return doc, cases
 
 
+def _fixture_file(models_dir, m):
+    """The generated file a fixture model was made on (generated again when missing or changed)."""
+    src = os.path.join(models_dir, m["file"])
+    if not os.path.exists(src) or fm.file_sha256(src) != m["sha256"]:
+        fm.generate(models_dir, m["seed"], [m["file"][:-5]])
+    return src
+
+
+def _f32_copy(bindir, src, dst):
+    """src's weights dequantized to F32, as llama-quantize writes them."""
+    subprocess.run([os.path.join(bindir, "llama-quantize"), "--allow-requantize", src, dst, "F32"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return dst
+
+
+def _rewrite(path, fixture):
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(fmt(fixture) + "\n")
+
+
 def redo_perplexity(path, models_dir):
     """Measures every model's perplexity of the fixture at path again (flash attention off)."""
     import tempfile
@@ -343,23 +363,18 @@ def redo_perplexity(path, models_dir):
     bindir = llama_bin()
     with tempfile.TemporaryDirectory() as tmp:
         for m in fixture["models"]:
-            src = os.path.join(models_dir, m["file"])
-            if not os.path.exists(src) or fm.file_sha256(src) != m["sha256"]:
-                fm.generate(models_dir, m["seed"], [m["file"][:-5]])
+            src = _fixture_file(models_dir, m)
             before = m["perplexity"]["ppl"]
             m["perplexity"] = perplexity(bindir, src)
             line = f"{m['file']}: ppl {before:.5g} -> {m['perplexity']['ppl']:.5g}"
             if "f32_weights" in m:
-                f32 = os.path.join(tmp, "f32.gguf")
-                subprocess.run([os.path.join(bindir, "llama-quantize"), "--allow-requantize", src, f32, "F32"],
-                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                f32 = _f32_copy(bindir, src, os.path.join(tmp, "f32.gguf"))
                 before = m["f32_weights"]["perplexity"]["ppl"]
                 m["f32_weights"]["perplexity"] = perplexity(bindir, f32)
                 os.remove(f32)
                 line += f"; F32 weights {before:.5g} -> {m['f32_weights']['perplexity']['ppl']:.5g}"
             print(line, file=sys.stderr)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(fmt(fixture) + "\n")
+    _rewrite(path, fixture)
 
 
 def add_f32_weights(path, models_dir):
@@ -374,12 +389,7 @@ def add_f32_weights(path, models_dir):
         for m in fixture["models"]:
             if m["weight_type"] == "f16":
                 continue
-            src = os.path.join(models_dir, m["file"])
-            if not os.path.exists(src) or fm.file_sha256(src) != m["sha256"]:
-                fm.generate(models_dir, m["seed"], [m["file"][:-5]])
-            f32 = os.path.join(tmp, m["file"][:-5] + "-f32.gguf")
-            subprocess.run([os.path.join(bindir, "llama-quantize"), "--allow-requantize", src, f32, "F32"],
-                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            f32 = _f32_copy(bindir, _fixture_file(models_dir, m), os.path.join(tmp, m["file"][:-5] + "-f32.gguf"))
             llm = Llama(model_path=f32, n_ctx=512, n_batch=512, n_ubatch=512, n_threads=2,
                         n_threads_batch=2, logits_all=True, flash_attn=False, seed=0, verbose=False)
             got = model_fixture(llm, f32, m["file"][:-5], m["seed"], "", perplexity(bindir, f32), False)
@@ -392,8 +402,7 @@ def add_f32_weights(path, models_dir):
                             for p in got["prompts"]]}
             print(f"{m['file']}: F32 weights ppl {got['perplexity']['ppl']:.4g} "
                   f"(quantized {m['perplexity']['ppl']:.4g})", file=sys.stderr)
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(fmt(fixture) + "\n")
+    _rewrite(path, fixture)
 
 
 def main():
