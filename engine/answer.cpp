@@ -119,7 +119,7 @@ nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
   const PotStats& s = pot.stats();
   return {{"policy", o.policy},             {"capacity", o.capacity},
           {"keep", o.keep},                 {"pinned", pot.pinned()},
-          {"catalyst_tokens", catalyst_tokens}, {"nuc_ratio", o.params.nuc_ratio},
+          {"catalyst_tokens", catalyst_tokens}, {"nuc_ratio", o.params.nuc_ratio}, {"nuc_stride", o.params.nuc_stride},
           {"cr_rope", o.positions == PositionRule::Reset}, {"positions", position_rule_name(o.positions)},
           {"position_gap", o.position_gap},
           {"repositioned", s.repositioned}, {"cycles", s.cycles},

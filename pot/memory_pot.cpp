@@ -36,6 +36,9 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   if (!(o.params.nuc_ratio >= 0.0f && o.params.nuc_ratio <= 1.0f))
     throw SettingError("nuc_ratio", std::to_string(o.params.nuc_ratio), "in [0, 1]",
                        "{nuc_ratio} must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
+  if (o.params.nuc_stride < 1 || o.params.nuc_stride > 64)
+    throw SettingError("policy", str(o.params.nuc_stride), "in 1..64",
+                       "nuc_stride must lie in 1..64, got " + str(o.params.nuc_stride));
   (void)make_policy(o);  // a known policy that keeps a pot
   const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
   // A document that overflows the pot ends with a distillation; then the question, template
@@ -251,9 +254,17 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
   if (score && needs_.novelty) {
     trace::Span span("ccd", "NuC (novelty of the chunk)", {{"tokens", n}});
     const auto t0 = Clock::now();
-    std::vector<TokenId> targets(n);
-    for (int r = 0; r < n; ++r) targets[r] = from + r + 1 < tokens.size() ? tokens[from + r + 1] : next;
-    nll = fwd_.token_nll(targets);
+    // Row r scores the token after it (stream index stream_pos_ + r + 1); with nuc_stride k
+    // only the rows whose next token's index is a multiple of k, the rest stay unscored (NaN).
+    const int k = opts_.params.nuc_stride;
+    const int first = static_cast<int>(((k - (stream_pos_ + 1) % k) % k));
+    std::vector<TokenId> targets;
+    for (int r = first; r < n; r += k) targets.push_back(from + r + 1 < tokens.size() ? tokens[from + r + 1] : next);
+    if (!targets.empty()) {
+      const std::vector<float> scored = fwd_.token_nll(targets, first, k);
+      nll.assign(n, kNoScore);
+      for (size_t i = 0; i < scored.size(); ++i) nll[first + i * k] = scored[i];
+    }
     stats_.novelty_s += seconds_since(t0);
   }
   // Word / digit runs: a token joining the one before takes its run's start.

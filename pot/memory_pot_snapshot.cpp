@@ -61,7 +61,7 @@ nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
           {"position_gap", o.position_gap},
           {"cap_question_rows", o.cap_question_rows},
           {"params",
-           {{"nuc_ratio", o.params.nuc_ratio}, {"pool", o.params.pool}, {"pool_ahead", o.params.pool_ahead},
+           {{"nuc_ratio", o.params.nuc_ratio}, {"nuc_stride", o.params.nuc_stride}, {"pool", o.params.pool}, {"pool_ahead", o.params.pool_ahead},
             {"recent", o.params.recent}, {"per_head", o.params.per_head}, {"per_layer", o.params.per_layer},
             {"units", unit_rule_name(o.params.units)}}}};
 }
@@ -86,6 +86,7 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
     o.cap_question_rows = s.at("cap_question_rows").get<bool>();
     const auto& p = s.at("params");
     o.params.nuc_ratio = p.at("nuc_ratio").get<float>();
+    o.params.nuc_stride = p.value("nuc_stride", 1);  // snapshots from before nuc_stride scored every token
     o.params.pool = p.at("pool").get<int>();
     o.params.pool_ahead = p.at("pool_ahead").get<int>();
     o.params.recent = p.at("recent").get<int>();

@@ -23,6 +23,9 @@ struct PolicyNeeds {
 // The settings that shape a policy's choice. -1: the policy's own default.
 struct PolicyParams {
   float nuc_ratio = 0.5f;  // share of the free places chosen by NuC before CaP (infinipot)
+  // NuC scores every nuc_stride-th token of the stream (the LM head multiplies those rows
+  // only); the span rule (pool, pool_ahead, word runs) carries a score to the tokens between.
+  int nuc_stride = 1;
   int pool = -1;           // an entry takes the best score of the entries up to this many slots before it
   int pool_ahead = -1;     // ... and up to this many after it (and of the word/digit run it is in)
   int recent = -1;         // newest entries always kept (a window of the latest text)

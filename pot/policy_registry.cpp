@@ -9,7 +9,8 @@ constexpr unsigned kPotSettings = bit(Setting::Pot) | bit(Setting::Keep) | bit(S
 constexpr unsigned kSpan = bit(Setting::Pool) | bit(Setting::Ahead) | bit(Setting::Recent) | bit(Setting::Units);
 constexpr unsigned kCatalyst = bit(Setting::Catalyst) | bit(Setting::CapRows);
 constexpr unsigned kCcd =
-    kPotSettings | kSpan | kCatalyst | bit(Setting::NucRatio) | bit(Setting::Heads) | bit(Setting::Layers);
+    kPotSettings | kSpan | kCatalyst | bit(Setting::NucRatio) | bit(Setting::NucStride) | bit(Setting::Heads) |
+    bit(Setting::Layers);
 constexpr unsigned kNeedsPot = bit(Setting::Pot);
 
 std::deque<PolicyInfo>& table() {
@@ -17,9 +18,9 @@ std::deque<PolicyInfo>& table() {
       {"infinipot", &reading_through_pot(), kCcd, kNeedsPot,
        "InfiniPot CCD: CaP (catalyst attention) + NuC (novelty), whole word/digit runs, one choice for all layers",
        make_infinipot_policy},
-      {"cap", &reading_through_pot(), kCcd & ~bit(Setting::NucRatio), kNeedsPot,
+      {"cap", &reading_through_pot(), kCcd & ~(bit(Setting::NucRatio) | bit(Setting::NucStride)), kNeedsPot,
        "CCD with catalyst attention only ({nuc_ratio} 0)", make_cap_policy},
-      {"nuc", &reading_through_pot(), kPotSettings | kSpan, kNeedsPot, "CCD with novelty only (SirLLM-like token entropy)",
+      {"nuc", &reading_through_pot(), kPotSettings | kSpan | bit(Setting::NucStride), kNeedsPot, "CCD with novelty only (SirLLM-like token entropy)",
        make_nuc_policy},
       {"tova", &reading_through_pot(), kPotSettings | bit(Setting::Heads), kNeedsPot,
        "TOVA: attention of the last token read, per layer", make_tova_policy},
@@ -47,6 +48,7 @@ const std::vector<SettingInfo>& settings() {
       {Setting::Keep, "keep", "entries left after a distillation, the chat prefix included"},
       {Setting::Ctx, "ctx", "KV entries of a full cache"},
       {Setting::NucRatio, "nuc_ratio", "share of the free places chosen by novelty (NuC) before CaP"},
+      {Setting::NucStride, "nuc_stride", "NuC scores every Nth token; the span rule carries it to those between"},
       {Setting::Pool, "pool", "an entry takes the best score of the entries up to this many slots before it"},
       {Setting::Ahead, "ahead", "... and up to this many slots after it"},
       {Setting::Recent, "recent", "newest entries always kept"},

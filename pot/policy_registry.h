@@ -21,6 +21,7 @@ enum class Setting : unsigned {
   Keep,       // keep: entries left after a distillation
   Ctx,        // ctx: a full cache's entries
   NucRatio,   // nuc_ratio: NuC's share of the free places
+  NucStride,  // nuc_stride: NuC scores every nuc_stride-th token
   Pool,       // pool: an entry takes the best score up to this many slots before it
   Ahead,      // ahead: ... and up to this many after it
   Recent,     // recent: newest entries always kept

@@ -49,6 +49,7 @@ std::string PolicySpec::config() const {
   std::string s = name + ":pot=" + std::to_string(pot);
   if (keep > 0) s += ":keep=" + std::to_string(keep);
   if (nuc_ratio != 0.5f) s += ":nuc_ratio=" + short_float(nuc_ratio);
+  if (nuc_stride != 1) s += ":nuc_stride=" + std::to_string(nuc_stride);
   if (pool >= 0) s += ":pool=" + std::to_string(pool);
   if (recent >= 0) s += ":recent=" + std::to_string(recent);
   if (ahead >= 0) s += ":ahead=" + std::to_string(ahead);
@@ -73,6 +74,7 @@ PotOptions PolicySpec::options() const {
   o.capacity = pot;
   o.keep = keep;
   o.params.nuc_ratio = nuc_ratio;
+  o.params.nuc_stride = nuc_stride;
   o.params.pool = pool;
   o.params.recent = recent;
   o.params.pool_ahead = ahead;
@@ -122,6 +124,7 @@ PolicySpec parse_policy_spec(const std::string& entry, int default_pot, int defa
     else if (k == "keep") p.keep = count(1 << 24, "a count of entries >= 1", 1);
     else if (k == "ctx") p.ctx = count(1 << 24, "a count of entries >= 1", 1);
     else if (k == "pool") p.pool = count(64, "a pooling radius in 0..64");
+    else if (k == "nuc_stride") p.nuc_stride = count(64, "a stride in 1..64", 1);
     else if (k == "recent") p.recent = count(1 << 24, "a count of recent entries >= 0");
     else if (k == "ahead") p.ahead = count(64, "a pooling reach in 0..64");
     else if (k == "gap") p.gap = count(1 << 24, "a distance of at least 1", 1);

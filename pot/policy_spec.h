@@ -17,6 +17,7 @@ struct PolicySpec {
   int keep = 0;            // 0: the pot's default
   int ctx = 0;             // a full cache's entries (0: the prompt and its answer)
   float nuc_ratio = 0.5f;
+  int nuc_stride = 1;      // NuC scores every nuc_stride-th token
   int pool = -1;           // -1: the policy's default
   int recent = -1;         // -1: the policy's default
   int ahead = -1;          // pool_ahead; -1: the policy's default

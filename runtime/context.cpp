@@ -258,6 +258,17 @@ void Context::copy(const Buffer& src, const Buffer& dst, size_t bytes, size_t sr
         "clEnqueueCopyBuffer");
 }
 
+void Context::copy_rows(const Buffer& src, const Buffer& dst, size_t row_bytes, size_t rows, size_t src_pitch,
+                        size_t src_off) const {
+  if (!row_bytes || !rows) return;
+  if (src.get() == dst.get()) throw ClError("invalid copy: copy_rows within one buffer");
+  if (rows > 1 && src_pitch < row_bytes) throw ClError("invalid copy: copy_rows pitch below the row's bytes");
+  const size_t src_origin[3] = {src_off, 0, 0}, dst_origin[3] = {0, 0, 0}, region[3] = {row_bytes, rows, 1};
+  check(clEnqueueCopyBufferRect(queue_.get(), src.get(), dst.get(), src_origin, dst_origin, region, src_pitch, 0,
+                                row_bytes, 0, 0, nullptr, nullptr),
+        "clEnqueueCopyBufferRect");
+}
+
 void Context::fill_zero(const Buffer& dst, size_t bytes, size_t offset) const {
   if (!bytes) return;
   const cl_uint zero = 0;

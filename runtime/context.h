@@ -105,6 +105,10 @@ class Context {
   MappedWrite map_write(const Buffer& dst, size_t bytes, size_t offset = 0) const;
   static void wait(const EventHandle& done);  // no-op for an empty handle
   void copy(const Buffer& src, const Buffer& dst, size_t bytes, size_t src_off = 0, size_t dst_off = 0) const;
+  // rows rows of row_bytes each, src's every src_pitch bytes from src_off, packed into dst
+  // from offset 0 (one clEnqueueCopyBufferRect; src and dst must be different buffers).
+  void copy_rows(const Buffer& src, const Buffer& dst, size_t row_bytes, size_t rows, size_t src_pitch,
+                 size_t src_off = 0) const;
   void fill_zero(const Buffer& dst, size_t bytes, size_t offset = 0) const;
 
  private:

@@ -423,14 +423,23 @@ TokenId Forward::last_greedy_token() {
   return token;
 }
 
-std::vector<float> Forward::token_nll(const std::vector<TokenId>& targets) {
+std::vector<float> Forward::token_nll(const std::vector<TokenId>& targets, int first_row, int stride) {
   const LlamaConfig& c = m_.cfg;
   const int n = static_cast<int>(targets.size());
-  if (n < 1 || n > last_n_) throw cl::ClError("token_nll: need one target per scored row of the last eval");
+  if (stride < 1 || first_row < 0 || first_row >= stride)
+    throw cl::ClError("token_nll: rows first_row, first_row + stride, ... need stride >= 1 and 0 <= first_row < stride");
+  if (n < 1 || first_row + int64_t(n - 1) * stride >= last_n_)
+    throw cl::ClError("token_nll: need one target per scored row of the last eval");
   ctx_.write(targets_, targets.data(), n * sizeof(int));
   ops::ce_init(ctx_, ce_m_, ce_s_, ce_t_, n);
   const ops::DeviceWeight& head = m_.lm_head();
-  set_input(xn_, n, c.n_embd);
+  if (stride == 1) {
+    set_input(xn_, n, c.n_embd);
+  } else {  // the scored rows of the final norm's output packed into x (free after eval)
+    const size_t row = size_t(c.n_embd) * 4;
+    ctx_.copy_rows(xn_, x_, row, size_t(n), row * stride, row * first_row);  // x [n][n_embd]
+    set_input(x_, n, c.n_embd);
+  }
   prepare_input(head, true);
   for (int v0 = 0; v0 < c.n_vocab; v0 += lm_tile_) {
     const int tile = std::min(lm_tile_, c.n_vocab - v0);

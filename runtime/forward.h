@@ -57,7 +57,11 @@ class Forward {
   // -log p(targets[r] | rows <= r) for the first targets.size() rows of the last eval() (rows
   // after them are not scored: the pot's catalyst rows); targets[r] < 0 skips a row (its value
   // is NaN). Tiled over the vocabulary: no [n x n_vocab] matrix is ever held.
-  std::vector<float> token_nll(const std::vector<TokenId>& targets);
+  // The same for the rows first_row, first_row + stride, ... of the last eval() only, one
+  // target each (targets[i] is row first_row + i * stride's): the LM head multiplies those
+  // rows alone (pot NuC on a subsample of rows, PolicyParams::nuc_stride).
+  std::vector<float> token_nll(const std::vector<TokenId>& targets, int first_row, int stride);
+  std::vector<float> token_nll(const std::vector<TokenId>& targets) { return token_nll(targets, 0, 1); }
   int max_chunk() const { return max_chunk_; }
   // --round-activations: round every product's input in place to what llama.cpp's CPU backend
   // multiplies (act_round.cl), to compare perplexity and greedy output under its numerics.

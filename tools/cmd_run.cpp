@@ -35,6 +35,7 @@ std::vector<SettingFlag> setting_flags(const RunOpts& o) {
           {Setting::Keep, o.keep > 0, "--keep"},
           {Setting::Ctx, o.ctx > 0, "--ctx"},
           {Setting::NucRatio, o.nuc_given, "--nuc-ratio"},
+          {Setting::NucStride, o.nuc_stride > 0, "--nuc-stride"},
           {Setting::Pool, o.pool >= 0, "--pot-pool"},
           {Setting::Ahead, o.pool_ahead >= 0, "--pot-pool-ahead"},
           {Setting::Recent, o.recent >= 0, "--pot-recent"},
@@ -144,6 +145,7 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   if (o.position_gap > 0) ao.pot.position_gap = o.position_gap;
   ao.pot.cap_question_rows = o.cap_rows == "question";
   ao.pot.params.nuc_ratio = o.nuc_ratio;
+  if (o.nuc_stride > 0) ao.pot.params.nuc_stride = o.nuc_stride;
   ao.pot.params.pool = o.pool;
   ao.pot.params.pool_ahead = o.pool_ahead;
   ao.pot.params.recent = o.recent;
@@ -301,6 +303,9 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
   sub->add_option("--nuc-ratio", o->nuc_ratio, "Share of the kept entries chosen by novelty (NuC) before catalyst "
                   "attention (CaP)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f))
       ->each([o](const std::string&) { o->nuc_given = true; });
+  sub->add_option("--nuc-stride", o->nuc_stride, "NuC scores every Nth token of the document (the LM head over "
+                  "those rows only); the span rule carries each score to the tokens between (default 1: all)")
+      ->check(CLI::Range(1, 64));
   sub->add_option("--catalyst", o->catalyst, "Catalyst prompt text (default: the -q question, else a general "
                   "summarize instruction)")->each([o](const std::string&) { o->catalyst_given = true; });
   sub->add_option("--policy", o->policy, "Which KV entries survive (default: infinipot with --pot, else full): " +

@@ -26,6 +26,7 @@ struct RunOpts {
   int pot = 0;
   int keep = 0;
   float nuc_ratio = 0.5f;
+  int nuc_stride = 0;  // 0: not given (the policy scores every token)
   std::string catalyst;
   bool catalyst_given = false;
   std::string policy;  // "" = infinipot with --pot, else full

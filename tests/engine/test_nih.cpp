@@ -308,6 +308,17 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("h2o:pot=12x").find("pot=12x"), std::string::npos);
   EXPECT_NE(message("infinipot:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
   EXPECT_NE(message("h2o:nuc_ratio=0.5").find("h2o: nuc_ratio does not apply"), std::string::npos);
+  EXPECT_NE(message("infinipot:nuc_stride=0").find("a stride in 1..64"), std::string::npos);
+  EXPECT_NE(message("infinipot:nuc_stride=65").find("a stride in 1..64"), std::string::npos);
+  EXPECT_NE(message("cap:nuc_stride=4").find("cap: nuc_stride does not apply"), std::string::npos);
+  EXPECT_NE(message("tova:nuc_stride=4").find("tova: nuc_stride does not apply"), std::string::npos);
+  {
+    const auto q = parse_policies("infinipot:nuc_stride=4,nuc:nuc_stride=2,infinipot:nuc_stride=1", 1024, 0);
+    EXPECT_EQ(q[0].config(), "infinipot:pot=1024:nuc_stride=4");
+    EXPECT_EQ(q[0].options().params.nuc_stride, 4);
+    EXPECT_EQ(q[1].options().params.nuc_stride, 2);
+    EXPECT_EQ(q[2].config(), "infinipot:pot=1024");  // the default, left out of the label
+  }
   EXPECT_NE(message("infinipot:units=words").find("word, plain, alnum or token"), std::string::npos);
   EXPECT_NE(message("infinipot:cr_rope=no").find("cr_rope=no is not 0 or 1"), std::string::npos);
   EXPECT_NE(message("infinipot:positions=squeeze").find("positions=squeeze is not reset, stream, fit, gaps or auto"),

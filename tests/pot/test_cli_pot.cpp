@@ -193,6 +193,7 @@ struct PotFlag {
 const std::vector<PotFlag>& pot_flags() {
   static const std::vector<PotFlag> flags = {
       {Setting::NucRatio, {"--nuc-ratio", "0.3"}, "--nuc-ratio"},
+      {Setting::NucStride, {"--nuc-stride", "4"}, "--nuc-stride"},
       {Setting::Pool, {"--pot-pool", "2"}, "--pot-pool"},
       {Setting::Ahead, {"--pot-pool-ahead", "2"}, "--pot-pool-ahead"},
       {Setting::Recent, {"--pot-recent", "8"}, "--pot-recent"},

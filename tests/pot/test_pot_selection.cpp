@@ -692,6 +692,21 @@ TEST(PotResolve, NucRatioMustLieInZeroOne) {
   EXPECT_NO_THROW(MemoryPot::resolve(pot(100, 0, 1.0f), L));
 }
 
+TEST(PotResolve, NucStrideMustLieInOneToSixtyFour) {
+  const PotLayout L{10, 5, 1000, 10};
+  for (int bad : {0, -1, 65}) {
+    PotOptions o = pot(100, 0, 0.5f);
+    o.params.nuc_stride = bad;
+    const std::string msg = refusal(o, L);
+    EXPECT_TRUE(has(msg, "nuc_stride must lie in 1..64")) << bad << ": " << msg;
+  }
+  for (int good : {1, 4, 64}) {
+    PotOptions o = pot(100, 0, 0.5f);
+    o.params.nuc_stride = good;
+    EXPECT_NO_THROW(MemoryPot::resolve(o, L));
+  }
+}
+
 // The prefix a layout pins is the policy's: streaming pins 4 sinks, swa nothing, the others
 // all of it; every check that counts the prefix counts what the policy pins.
 TEST(PotResolve, UsesThePolicysPinnedCount) {

@@ -89,6 +89,35 @@ TEST_F(ModelReference, EveryPositionNllMatchesLlamaCpp) {
   }
 }
 
+// NuC on a subsample (PolicyParams::nuc_stride): the LM head over rows first, first + k, ...
+// packed from the final norm's output gives those rows' NLL as the whole-chunk product does
+// (the same kernels over fewer rows: 1e-4 nats, float summation order only), and bad row
+// sets are refused.
+TEST_F(ModelReference, StridedRowsNllEqualsTheSameRowsOfTheWholeChunk) {
+  const auto& p = (*fixture_)["prompts"][0];
+  const auto tokens = p["tokens"].get<std::vector<TokenId>>();
+  std::vector<TokenId> targets(tokens.size());
+  for (size_t r = 0; r < tokens.size(); ++r) targets[r] = p["top_ids"][r][0].get<TokenId>();
+  engine_->kv().reset();
+  engine_->forward().eval(tokens);
+  const auto all = engine_->forward().token_nll(targets);
+  const int n = static_cast<int>(tokens.size());
+  ASSERT_GE(n, 9);
+  for (const auto& [first, k] : std::vector<std::pair<int, int>>{{0, 2}, {1, 3}, {3, 4}, {0, n}}) {
+    SCOPED_TRACE("first " + std::to_string(first) + ", stride " + std::to_string(k));
+    std::vector<TokenId> some;
+    for (int r = first; r < n; r += k) some.push_back(targets[r]);
+    const auto nll = engine_->forward().token_nll(some, first, k);
+    ASSERT_EQ(nll.size(), some.size());
+    for (size_t i = 0; i < nll.size(); ++i) EXPECT_NEAR(nll[i], all[first + i * k], 1e-4) << "row " << first + i * k;
+  }
+  std::vector<TokenId> too_many;
+  for (int r = 1; r < n + 2; r += 2) too_many.push_back(targets[0]);
+  EXPECT_THROW(engine_->forward().token_nll(too_many, 1, 2), cl::ClError);   // past the last row
+  EXPECT_THROW(engine_->forward().token_nll({targets[0]}, 2, 2), cl::ClError);  // first not below stride
+  EXPECT_THROW(engine_->forward().token_nll({targets[0]}, 0, 0), cl::ClError);
+}
+
 TEST_F(ModelReference, GreedyContinuationMatchesLlamaCpp) {
   for (const auto& p : (*fixture_)["prompts"]) {
     SCOPED_TRACE(p["name"].get<std::string>());
