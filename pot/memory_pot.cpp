@@ -36,9 +36,11 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   if (!(o.params.nuc_ratio >= 0.0f && o.params.nuc_ratio <= 1.0f))
     throw SettingError("nuc_ratio", std::to_string(o.params.nuc_ratio), "in [0, 1]",
                        "{nuc_ratio} must lie in [0, 1], got " + std::to_string(o.params.nuc_ratio));
-  if (o.params.nuc_stride < 1 || o.params.nuc_stride > 64)
-    throw SettingError("policy", str(o.params.nuc_stride), "in 1..64",
-                       "nuc_stride must lie in 1..64, got " + str(o.params.nuc_stride));
+  if (o.params.nuc_stride < 1 || o.params.nuc_stride > PolicyParams::kMaxNucStride) {
+    const std::string range = "1.." + str(PolicyParams::kMaxNucStride);
+    throw SettingError("policy", str(o.params.nuc_stride), "in " + range,
+                       "nuc_stride must lie in " + range + ", got " + str(o.params.nuc_stride));
+  }
   (void)make_policy(o);  // a known policy that keeps a pot
   const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
   // A document that overflows the pot ends with a distillation; then the question, template
@@ -257,7 +259,7 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
     // Row r scores the token after it (stream index stream_pos_ + r + 1); with nuc_stride k
     // only the rows whose next token's index is a multiple of k, the rest stay unscored (NaN).
     const int k = opts_.params.nuc_stride;
-    const int first = static_cast<int>(((k - (stream_pos_ + 1) % k) % k));
+    const int first = (k - (stream_pos_ + 1) % k) % k;
     std::vector<TokenId> targets;
     for (int r = first; r < n; r += k) targets.push_back(from + r + 1 < tokens.size() ? tokens[from + r + 1] : next);
     if (!targets.empty()) {

@@ -26,6 +26,7 @@ struct PolicyParams {
   // NuC scores every nuc_stride-th token of the stream (the LM head multiplies those rows
   // only); the span rule (pool, pool_ahead, word runs) carries a score to the tokens between.
   int nuc_stride = 1;
+  static constexpr int kMaxNucStride = 64;  // the span rule reaches a few slots: wider strides leave gaps
   int pool = -1;           // an entry takes the best score of the entries up to this many slots before it
   int pool_ahead = -1;     // ... and up to this many after it (and of the word/digit run it is in)
   int recent = -1;         // newest entries always kept (a window of the latest text)

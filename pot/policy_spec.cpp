@@ -124,7 +124,7 @@ PolicySpec parse_policy_spec(const std::string& entry, int default_pot, int defa
     else if (k == "keep") p.keep = count(1 << 24, "a count of entries >= 1", 1);
     else if (k == "ctx") p.ctx = count(1 << 24, "a count of entries >= 1", 1);
     else if (k == "pool") p.pool = count(64, "a pooling radius in 0..64");
-    else if (k == "nuc_stride") p.nuc_stride = count(64, "a stride in 1..64", 1);
+    else if (k == "nuc_stride") p.nuc_stride = count(PolicyParams::kMaxNucStride, "a stride in 1.." + std::to_string(PolicyParams::kMaxNucStride), 1);
     else if (k == "recent") p.recent = count(1 << 24, "a count of recent entries >= 0");
     else if (k == "ahead") p.ahead = count(64, "a pooling reach in 0..64");
     else if (k == "gap") p.gap = count(1 << 24, "a distance of at least 1", 1);

@@ -305,7 +305,7 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
       ->each([o](const std::string&) { o->nuc_given = true; });
   sub->add_option("--nuc-stride", o->nuc_stride, "NuC scores every Nth token of the document (the LM head over "
                   "those rows only); the span rule carries each score to the tokens between (default 1: all)")
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(1, PolicyParams::kMaxNucStride));
   sub->add_option("--catalyst", o->catalyst, "Catalyst prompt text (default: the -q question, else a general "
                   "summarize instruction)")->each([o](const std::string&) { o->catalyst_given = true; });
   sub->add_option("--policy", o->policy, "Which KV entries survive (default: infinipot with --pot, else full): " +
