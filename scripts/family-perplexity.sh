@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Our perplexity on each generated family file (the 12 of tests/fixtures/family_reference.json),
-# as the fixture measured llama.cpp's: data/perplexity.txt, 16 windows of 128 tokens, fp32 KV.
+# as the fixture measured llama.cpp's: data/perplexity.txt, every window of 128 tokens, fp32 KV.
 # Appends one JSON record per file to OUT (default bench/results/families/families.jsonl),
 # which `python3 bench/tables.py families` reads for docs/models.md.
 #

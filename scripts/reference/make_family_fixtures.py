@@ -15,7 +15,8 @@ family_reference.json holds, per model file (12: 4 families x f16/q8_0/q4_k):
                  regenerate it and check the sha256 before comparing.
   mean_top1_prob mean over all prompt positions of softmax(row).max() (how peaked the
                  logits are; 1/n_vocab would be uniform)
-  perplexity     llama-perplexity on data/perplexity.txt: ctx, chunks, ppl, err (its +/-),
+  perplexity     llama-perplexity on data/perplexity.txt, every window of 128 tokens (see
+                 PPL_CHUNKS): ctx, chunks, ppl, err (its +/-),
                  mean_nll = ln(ppl); llama-perplexity's defaults otherwise (batch 2048,
                  only the second half of each chunk scored, BOS put first in each chunk
                  when the vocab's add_bos_token is true: llama32 only)
@@ -53,9 +54,9 @@ Q4_K) and the K/V/Q/softmax to F16; with that, the f16 files agree to < 0.04 in 
 the q8_0/q4_k files to ~0.7/~1.1 (the emulation of ggml's activation quantization is not
 exact: that residue is rounding, not a semantic difference; argmax agrees on 94-99% rows).
 
---redo-perplexity measures llama-perplexity again for every model of an existing fixture (and
-its "f32_weights" entry), leaving the rest as it is: the first fixture's figures were taken
-with llama-perplexity's default flash attention (auto, on for the CPU), unlike its logits.
+--redo-perplexity measures llama-perplexity again (flash attention off, the whole text) for
+every model of an existing fixture, and with --with-f32 its "f32_weights" entry, leaving the
+rest as it is.
 
 --add-f32-weights adds, to each quantized model of an existing family_reference.json (the
 rest of the file is left as it is), "f32_weights": llama.cpp on the same weights dequantized
@@ -65,7 +66,7 @@ multiplies in fp32, so the quantized files can be held to the F16 files' bounds 
 (with quantized weights llama.cpp rounds each product's input to 8 bits first).
 
 Usage: scripts/reference/make_family_fixtures.py [--models DIR] [--seed N] [--numpy-check]
-       scripts/reference/make_family_fixtures.py --add-f32-weights | --redo-perplexity [--models DIR]
+       scripts/reference/make_family_fixtures.py --add-f32-weights | --redo-perplexity [--with-f32] [--models DIR]
   DIR defaults to build/family-models (generated there first when files are missing).
 """
 import argparse
@@ -88,7 +89,10 @@ TOP_K = 16
 LAST_TOP_K = 64
 GREEDY = 32
 PPL_CTX = 128
-PPL_CHUNKS = 16
+# Perplexity reads the whole text (213 windows, ~13.6K tokens scored): on these random
+# networks llama.cpp's 8-bit rounding of each product's input moves a 16-window estimate by up
+# to ~1.5%, in either direction, and the whole text averages that down.
+PPL_CHUNKS = None            # None: every window of the text
 PROSE = ("Once upon a time, in a small village by the sea, there lived an old fisherman who "
          "knew every rock and current along the coast. Every morning before dawn, he")
 CODE = ("def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n    a, b = 0, 1\n"
@@ -127,20 +131,24 @@ def row_stats(rows, k):
     return top_ids, top_logits, lse, pmax
 
 
-def perplexity(bindir, path):
+def perplexity(bindir, path, chunks=PPL_CHUNKS):
+    """llama-perplexity on data/perplexity.txt: `chunks` windows of PPL_CTX, or all (None)."""
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
     cmd = [os.path.join(bindir, "llama-perplexity"), "-m", path, "-f",
            os.path.join(ROOT, "data", "perplexity.txt"), "-c", str(PPL_CTX), "-t", "2",
-           "--chunks", str(PPL_CHUNKS), "-fa", "off"]  # as the logits: flash attention off
+           "-fa", "off"]  # as the logits: flash attention off
+    if chunks is not None:
+        cmd += ["--chunks", str(chunks)]
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=env, errors="replace")
     m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", res.stdout)
-    if res.returncode != 0 or not m:
+    n = re.search(r"calculating perplexity over (\d+) chunks", res.stdout)
+    if res.returncode != 0 or not m or not n:
         sys.stderr.write(res.stdout[-3000:])
         raise RuntimeError(f"llama-perplexity failed on {path}")
     ppl, err = float(m.group(1)), float(m.group(2))
-    return {"ctx": PPL_CTX, "chunks": PPL_CHUNKS, "threads": 2, "flash_attn": False, "ppl": ppl, "err": err,
-            "mean_nll": round(math.log(ppl), 6)}
+    return {"ctx": PPL_CTX, "chunks": int(n.group(1)), "threads": 2, "flash_attn": False, "ppl": ppl,
+            "err": err, "mean_nll": round(math.log(ppl), 6)}
 
 
 # ---- numpy reference forward (semantics check) --------------------------------------------
@@ -355,8 +363,9 @@ def _rewrite(path, fixture):
         f.write(fmt(fixture) + "\n")
 
 
-def redo_perplexity(path, models_dir):
-    """Measures every model's perplexity of the fixture at path again (flash attention off)."""
+def redo_perplexity(path, models_dir, with_f32):
+    """Measures every model's perplexity of the fixture at path again (flash attention off;
+    the whole text); with_f32: the "f32_weights" entries' too."""
     import tempfile
 
     fixture = json.load(open(path, encoding="utf-8"))
@@ -367,7 +376,7 @@ def redo_perplexity(path, models_dir):
             before = m["perplexity"]["ppl"]
             m["perplexity"] = perplexity(bindir, src)
             line = f"{m['file']}: ppl {before:.5g} -> {m['perplexity']['ppl']:.5g}"
-            if "f32_weights" in m:
+            if with_f32 and "f32_weights" in m:
                 f32 = _f32_copy(bindir, src, os.path.join(tmp, "f32.gguf"))
                 before = m["f32_weights"]["perplexity"]["ppl"]
                 m["f32_weights"]["perplexity"] = perplexity(bindir, f32)
@@ -419,9 +428,11 @@ def main():
                     help="add llama.cpp on the dequantized weights to the quantized models of --out")
     ap.add_argument("--redo-perplexity", action="store_true",
                     help="measure llama-perplexity again for every model of --out (flash attention off)")
+    ap.add_argument("--with-f32", action="store_true",
+                    help="with --redo-perplexity: the f32_weights entries' perplexity too")
     a = ap.parse_args()
     if a.redo_perplexity:
-        return redo_perplexity(a.out, a.models)
+        return redo_perplexity(a.out, a.models, a.with_f32)
     if a.add_f32_weights:
         return add_f32_weights(a.out, a.models)
 
