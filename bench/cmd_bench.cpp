@@ -86,18 +86,26 @@ std::string cap_text(uint64_t cap) { return cap ? cl::format_bytes(cap) : "devic
 struct RowSpec {
   int ctx;
   uint64_t cap;
-  std::string policy;
-  int pot;  // 0: auto (pot policies) or none (full)
+  PolicySpec policy;  // its pot: 0 is auto (pot policies) or none (full)
 };
+
+// A row's policy as the table and the records name it: the spec without its pot (a column of
+// its own), e.g. "infinipot", "infinipot:nuc_stride=4", "h2o:keep=512", "full".
+std::string policy_label(const PolicySpec& p) {
+  if (!p.holds_pot()) return p.config();
+  const std::string c = p.config(), head = p.name + ":pot=" + std::to_string(p.pot);
+  return p.name + c.substr(head.size());
+}
 
 // One measured row: the figures of `reps` answers to the same question about the same document.
 nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Document& doc, Progress& progress,
                        const std::string& head) {
-  const bool sized_by_pot = find_policy(spec.policy).accepts(Setting::Pot);
+  const bool sized_by_pot = spec.policy.holds_pot();
   nlohmann::json row = {{"ctx", spec.ctx},
                         {"prompt_tokens", nullptr},
-                        {"policy", spec.policy},
-                        {"pot", sized_by_pot ? nlohmann::json(spec.pot) : nlohmann::json(nullptr)},
+                        {"policy", spec.policy.name},
+                        {"policy_config", policy_label(spec.policy)},
+                        {"pot", sized_by_pot ? nlohmann::json(spec.policy.pot) : nlohmann::json(nullptr)},
                         {"device_mem", spec.cap},
                         {"n_decode", o.n_predict},
                         {"reps", o.reps}};
@@ -105,9 +113,8 @@ nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Docum
   AnswerOptions ao;
   ao.n_predict = o.n_predict;
   ao.ignore_eos = true;
-  ao.pot.policy = spec.policy;
-  ao.pot.capacity = spec.pot;
-  if (sized_by_pot && spec.pot == 0) {
+  ao.pot = spec.policy.options();
+  if (sized_by_pot && spec.policy.pot == 0) {
     PotChoice choice;
     choice.pot = ao.pot;
     const PotPlan draft =
@@ -172,6 +179,7 @@ nlohmann::json run_row(const BenchOpts& o, const RowSpec& spec, const nih::Docum
   if (last_pot.is_object())
     row["cd_split_s"] = {{"catalyst", last_pot.value("catalyst_s", 0.0)}, {"novelty", last_pot.value("novelty_s", 0.0)},
                          {"selection_compaction_rerotation", last_pot.value("compact_s", 0.0)}};
+  if (last_pot.is_object()) row["pot_report"] = last_pot;  // the pot the last rep ran: its settings and times
   row["ccd_cycles"] = cycles;
   row["kv_capacity"] = kv_capacity;
   row["peak_device_bytes"] = last_mem.value("peak", uint64_t(0));
@@ -203,12 +211,13 @@ void print_table(const std::vector<nlohmann::json>& rows) {
   std::printf("| %7s | %-10s | %6s | %10s | %13s | %12s | %8s | %16s | %11s | %11s | %11s |\n", "------:", "----------",
               "-----:", "---------:", "------------:", "-----------:", "-------:", "---------------:", "----------:",
               "----------:", "----------:");
+  auto name = [](const nlohmann::json& r) { return r.value("policy_config", r["policy"].get<std::string>()); };
   for (const auto& r : rows) {
     const bool llama = r.value("engine", "") == "llama.cpp";
     std::string pot = r["pot"].is_number() ? std::to_string(r["pot"].get<int>()) + (r.value("pot_auto", false) ? "*" : "")
                                            : "-";
     if (r.contains("error")) {
-      std::printf("| %7d | %-10s | %6s | %10s | %s |\n", r["ctx"].get<int>(), r["policy"].get<std::string>().c_str(),
+      std::printf("| %7d | %-10s | %6s | %10s | %s |\n", r["ctx"].get<int>(), name(r).c_str(),
                   pot.c_str(), llama ? "-" : cap_text(r["device_mem"].get<uint64_t>()).c_str(),
                   r["error"].get<std::string>().substr(0, 160).c_str());
       continue;
@@ -220,7 +229,7 @@ void print_table(const std::vector<nlohmann::json>& rows) {
                     100 * r["cd_share_of_ttft"].get<double>());
     else std::snprintf(cd, sizeof cd, "-");
     std::printf("| %7d | %-10s | %6s | %10s | %13s | %12s | %8s | %16s | %11s | %11s | %11s |\n", r["ctx"].get<int>(),
-                r["policy"].get<std::string>().c_str(), pot.c_str(),
+                name(r).c_str(), pot.c_str(),
                 llama ? "-" : cap_text(r["device_mem"].get<uint64_t>()).c_str(), fmt_tps(r, "prefill_tok_s").c_str(),
                 fmt_tps(r, "decode_tok_s").c_str(), ttft, cd, llama ? "-" : fmt_bytes(r["peak_device_bytes"]).c_str(),
                 llama ? "-" : fmt_bytes(r["device_bytes"].value("kv_cache", nlohmann::json())).c_str(),
@@ -238,7 +247,7 @@ void print_table(const std::vector<nlohmann::json>& rows) {
     const uint64_t peak = r["peak_device_bytes"].get<uint64_t>();
     if (peak > 0)
       std::printf("ctx %d %s pot %s cap %s: %s holds %.0f%% of the %s peak\n", r["ctx"].get<int>(),
-                  r["policy"].get<std::string>().c_str(), r["pot"].is_number() ? std::to_string(r["pot"].get<int>()).c_str() : "-",
+                  name(r).c_str(), r["pot"].is_number() ? std::to_string(r["pot"].get<int>()).c_str() : "-",
                   cap_text(r["device_mem"].get<uint64_t>()).c_str(), top.c_str(), 100.0 * best / peak,
                   cl::format_bytes(peak).c_str());
   }
@@ -325,21 +334,15 @@ void bench(const BenchOpts& o) {
   std::vector<int> ctxs;
   std::vector<int> pots;
   std::vector<uint64_t> caps;
-  std::vector<std::string> policies;
+  std::vector<PolicySpec> policies;
   try {
     ctxs = nih::parse_lengths(o.ctx, "--ctx");
     pots = parse_pots(o.pots);
     caps = parse_caps(o.caps);
-    policies = nih::parse_names(o.policies, "--policy");
+    // 1 stands for the pot of a spec that names none: its rows take --pot's sizes instead.
+    policies = nih::parse_policies(o.policies, 1, 0);
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError(worded(e));
-  }
-  for (const auto& p : policies) {
-    try {
-      (void)find_policy(p);
-    } catch (const std::invalid_argument& e) {
-      throw CLI::ValidationError(std::string("--policy: ") + worded(e));
-    }
   }
   if (!o.llama_resume.empty() && o.llama_tool != "llama-completion")
     throw CLI::ValidationError("--llama-cpp-resume: stages go through llama-completion's prompt cache; add "
@@ -352,10 +355,20 @@ void bench(const BenchOpts& o) {
   std::vector<RowSpec> specs;
   for (int ctx : o.only_llama ? std::vector<int>{} : ctxs)
     for (uint64_t cap : caps)
-      for (const auto& p : policies) {
-        if (!find_policy(p).accepts(Setting::Pot)) specs.push_back({ctx, cap, p, 0});
+      for (const PolicySpec& p : policies) {
+        // A spec that names its pot (infinipot:pot=2048) is that row alone; the others sweep --pot.
+        std::vector<PolicySpec> sized;
+        if (!p.holds_pot() || (p.given & bit(Setting::Pot))) sized.push_back(p);
         else
-          for (int pot : pots) specs.push_back({ctx, cap, p, pot});
+          for (int pot : pots) {
+            sized.push_back(p);
+            sized.back().pot = pot;
+          }
+        for (const PolicySpec& q : sized)
+          if (std::none_of(specs.begin(), specs.end(), [&](const RowSpec& r) {
+                return r.ctx == ctx && r.cap == cap && r.policy.config() == q.config();
+              }))
+            specs.push_back({ctx, cap, q});
       }
 
   const std::string hay_file = o.haystack.empty() ? data_path("data/perplexity.txt") : o.haystack;
@@ -391,8 +404,8 @@ void bench(const BenchOpts& o) {
   for (const RowSpec& s : specs) {
     ++i;
     const std::string head = "[" + std::to_string(i) + "/" + std::to_string(specs.size()) + "] ctx " +
-                             std::to_string(s.ctx) + " " + s.policy + (!find_policy(s.policy).accepts(Setting::Pot) ? "" : " pot " +
-                             (s.pot ? std::to_string(s.pot) : std::string("auto"))) + " cap " + cap_text(s.cap);
+                             std::to_string(s.ctx) + " " + policy_label(s.policy) + (!s.policy.holds_pot() ? "" : " pot " +
+                             (s.policy.pot ? std::to_string(s.policy.pot) : std::string("auto"))) + " cap " + cap_text(s.cap);
     progress.status(head);
     nlohmann::json row = run_row(o, s, doc_for(s.ctx), progress, head);
     if (!o.json) {
@@ -478,7 +491,10 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOpts>();
   sub->add_option("-m,--model", o->model, "GGUF model file")->required();
   sub->add_option("--ctx", o->ctx, "Comma list of document lengths in tokens (4096,16K,64K,1M)")->capture_default_str();
-  sub->add_option("--policy", o->policies, "Comma list of KV policies (" + policy_names(", ") + ")")->capture_default_str();
+  sub->add_option("--policy", o->policies,
+                  "Comma list of KV policies (" + policy_names(", ") + "), each NAME or NAME:key=value:... as on nih "
+                  "(infinipot:nuc_stride=4, h2o:keep=512); one that names pot= is that pot alone, the others sweep --pot")
+      ->capture_default_str();
   sub->add_option("--pot", o->pots, "Comma list of pot sizes in entries, or auto: the largest pot each cap allows")
       ->capture_default_str();
   sub->add_option("--device-mem", o->caps, "Comma list of device-memory caps (128M,256M,1G; default: the device's)");

@@ -134,9 +134,9 @@ def bench_table(args):
                     engine = (2, "llama.cpp, full cache")
                 elif r.get("policy") == "full":
                     engine = (1, "infinipot, full cache")
-                else:
-                    engine = (0, "infinipot, %s %s" % ("pot" if r["policy"] == "infinipot" else r["policy"] + ", pot",
-                                                        r.get("pot")))
+                else:  # policy_config: the policy with its settings (bench --policy infinipot:nuc_stride=4)
+                    label = r.get("policy_config", r["policy"])
+                    engine = (0, "infinipot, %s %s" % ("pot" if label == "infinipot" else label + ", pot", r.get("pot")))
                 rows[(r["ctx"], engine)] = r
     out = ["| context | engine | prefill tok/s | decode tok/s | TTFT s | distillation s (share of TTFT) | peak device | of which KV | host peak RSS |",
            "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]

@@ -266,8 +266,8 @@ void resolve_positions(std::vector<PolicySpec>& specs, const std::string& archit
 }
 
 std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot, int default_keep) {
-  const std::string usage = " ({policy} takes a comma list of NAME or NAME:key=value:..., keys pot, keep, nuc_ratio, pool, "
-                            "ahead, recent, heads=per-head, layers=per-layer, units=word|plain|alnum|token, cap_rows=all, "
+  const std::string usage = " ({policy} takes a comma list of NAME or NAME:key=value:..., keys pot, keep, nuc_ratio, nuc_stride, "
+                            "pool, ahead, recent, heads=per-head, layers=per-layer, units=word|plain|alnum|token, cap_rows=all, "
                             "catalyst=general, cr_rope=0, positions=reset|fit|gaps|auto, gap=G, oracle=1; e.g. "
                             "{policy} full,infinipot,h2o:pot=2048)";
   std::vector<PolicySpec> out;
@@ -279,7 +279,8 @@ std::vector<PolicySpec> parse_policies(const std::string& list, int default_pot,
     try {
       p = parse_policy_spec(entry, default_pot, default_keep);
     } catch (const std::invalid_argument& e) {
-      throw SettingError("policy", "", "", "{policy} " + std::string(e.what()) + usage);
+      const std::string what = e.what();  // find_policy's error names {policy} itself
+      throw SettingError("policy", "", "", (what.rfind("{policy}", 0) == 0 ? what : "{policy} " + what) + usage);
     }
     if (!seen.insert(p.config()).second)
       throw SettingError("policy", "", "", "{policy} lists '" + p.config() + "' twice; drop one");

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,40 @@ TEST_F(Bench, JsonRowsHaveEveryFieldWithSaneValues) {
   EXPECT_GE((*full)["kv_capacity"].get<int>(), (*full)["prompt_tokens"].get<int>() + 4);
   EXPECT_LT((*pot)["peak_device_bytes"], (*full)["peak_device_bytes"]);
   EXPECT_GT((*full)["longest_full_cache_ctx"].get<int>(), 700);
+}
+
+// --policy takes specs as nih does: a spec's settings reach the pot (its answer's pot record
+// says nuc_stride), a spec that names pot= is that row alone while the others sweep --pot, and
+// the rows say which config they ran.
+TEST_F(Bench, PolicySpecsReachThePotAndNameTheirRows) {
+  const json rows = bench_json({"--ctx", "700", "--policy", "infinipot,infinipot:nuc_stride=4,h2o:pot=192:keep=96",
+                                "--pot", "128,160", "--chunk", "64"});
+  ASSERT_EQ(rows.size(), 5u) << rows.dump(1);
+  std::map<std::string, std::vector<int>> pots;
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.dump());
+    ASSERT_FALSE(r.contains("error"));
+    pots[r["policy_config"].get<std::string>()].push_back(r["pot"].get<int>());
+    EXPECT_GT(r["ccd_cycles"].get<int>(), 0);
+  }
+  EXPECT_EQ(pots["infinipot"], (std::vector<int>{128, 160}));
+  EXPECT_EQ(pots["infinipot:nuc_stride=4"], (std::vector<int>{128, 160}));
+  EXPECT_EQ(pots["h2o:keep=96"], (std::vector<int>{192}));
+  for (const auto& r : rows) {
+    const json& pr = r["pot_report"];
+    EXPECT_EQ(pr["capacity"], r["pot"]);
+    EXPECT_EQ(pr["nuc_stride"].get<int>(), r["policy_config"] == "infinipot:nuc_stride=4" ? 4 : 1) << r.dump();
+    if (r["policy"] == "h2o") EXPECT_EQ(pr["keep"], 96);
+  }
+  for (const auto& r : rows) EXPECT_EQ(r["policy"], r["policy_config"].get<std::string>().substr(0, r["policy"].get<std::string>().size()));
+  // The table names the config too.
+  const auto table = bench({"--ctx", "700", "--policy", "infinipot:nuc_stride=4", "--pot", "128", "--chunk", "64"});
+  ASSERT_TRUE(test::succeeded(table)) << table.describe();
+  EXPECT_NE(table.out.find("infinipot:nuc_stride=4"), std::string::npos) << table.out;
+  // A setting the policy does not read, or a malformed one, is refused naming it.
+  EXPECT_TRUE(test::fails_cleanly(bench({"--policy", "cap:nuc_stride=4"}, kQuick), {"--policy", "nuc_stride", "cap"}, 2,
+                                  kQuick));
+  EXPECT_TRUE(test::fails_cleanly(bench({"--policy", "infinipot:size=3"}, kQuick), {"--policy", "size"}, 2, kQuick));
 }
 
 TEST_F(Bench, PotAutoTakesTheLargestPotTheCapAllows) {

@@ -304,6 +304,11 @@ TEST(NihLists, BadPolicyEntriesNameTheProblem) {
   EXPECT_NE(message("full,,h2o").find("empty entry"), std::string::npos);
   EXPECT_NE(message("h2o:pot").find("not key=value"), std::string::npos);
   EXPECT_NE(message("h2o:size=3").find("unknown setting 'size'"), std::string::npos);
+  // An unknown name: the registry's own words, the flag named once ("{policy} must be one of").
+  const std::string unknown = message("bogus,full");
+  EXPECT_EQ(unknown.rfind("{policy} must be one of", 0), 0u) << unknown;
+  EXPECT_EQ(unknown.find("{policy} {policy}"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("'bogus'"), std::string::npos) << unknown;
   EXPECT_NE(message("h2o:pot=0").find("pot=0"), std::string::npos);
   EXPECT_NE(message("h2o:pot=12x").find("pot=12x"), std::string::npos);
   EXPECT_NE(message("infinipot:nuc_ratio=1.5").find("[0, 1]"), std::string::npos);
