@@ -229,13 +229,13 @@ void MemoryPot::eval_chunk(const std::vector<TokenId>& tokens, size_t from, int 
   std::vector<TokenId> rows(tokens.begin() + from, tokens.begin() + from + n);
   EvalOptions eo;
   if (needs_.accumulated) eo.mass = &mass_;  // H2O: every query adds its attention
-  const int c = with_catalyst ? static_cast<int>(catalyst_.size()) : 0;
+  const int c = with_catalyst ? cap_rows() : 0;
   if (with_catalyst) {  // CaP: the catalyst's question rows, after the chunk's (causal: they see all of it)
-    rows.insert(rows.end(), catalyst_.begin(), catalyst_.end());
+    rows.insert(rows.end(), catalyst_.begin(), catalyst_.begin() + c);
     ctx_.fill_zero(mass_, mass_.bytes());
     eo.mass = &mass_;
     eo.mass_from_row = n;
-    eo.mass_to_row = n + (question_rows_ > 0 ? question_rows_ : c);
+    eo.mass_to_row = n + c;
   }
   {
     trace::Span span(decoding_ ? "decode" : "prefill", decoding_ ? "decode token" : "prefill chunk",
@@ -311,7 +311,7 @@ void MemoryPot::read(const std::vector<TokenId>& tokens, TokenId next, int still
     // sliding-window layers, whose store would have to take the catalyst back mid-chunk.
     const bool distills_next = reserve > 0 && n == room && i + n < tokens.size();
     const bool fuse = distills_next && needs_.catalyst && opts_.fuse_catalyst && !cfg_.has_local_layers() &&
-                      n + static_cast<int>(catalyst_.size()) <= fwd_.max_chunk();
+                      n + cap_rows() <= fwd_.max_chunk();
     eval_chunk(tokens, i, n, next, true, fuse);
     i += n;
     if (on_chunk_) on_chunk_(static_cast<int>(i));
@@ -341,20 +341,18 @@ void MemoryPot::append(TokenId token) {
 void MemoryPot::measure_catalyst() {
   const int size = kv_.size(), next_position = kv_.next_position();
   ctx_.fill_zero(mass_, mass_.bytes());
-  const int rows = question_rows_ > 0 ? question_rows_ : static_cast<int>(catalyst_.size());
+  const int rows = cap_rows();
   // Sliding-window layers: the catalyst must not slide their store, so it can be taken back.
-  fwd_.reserve_window(static_cast<int>(catalyst_.size()));
-  for (size_t i = 0; i < catalyst_.size(); i += fwd_.max_chunk()) {
-    const size_t n = std::min<size_t>(fwd_.max_chunk(), catalyst_.size() - i);
+  fwd_.reserve_window(rows);
+  for (size_t i = 0; i < size_t(rows); i += fwd_.max_chunk()) {
+    const size_t n = std::min<size_t>(fwd_.max_chunk(), size_t(rows) - i);
     EvalOptions eo;
-    if (static_cast<int>(i) < rows) {
-      eo.mass = &mass_;
-      eo.mass_to_row = rows - static_cast<int>(i);
-    }
+    eo.mass = &mass_;
+    eo.mass_to_row = static_cast<int>(n);
     fwd_.eval(std::vector<TokenId>(catalyst_.begin() + i, catalyst_.begin() + i + n), eo);
   }
   kv_.set_size(size, next_position);
-  fwd_.rewind_window(static_cast<int>(catalyst_.size()));
+  fwd_.rewind_window(rows);
 }
 
 std::vector<float> MemoryPot::catalyst_attention() {
@@ -565,6 +563,7 @@ void MemoryPot::distill() {
       trace::sync(ctx_.queue());
     }
   }
+  ctx_.finish();  // the layers' compactions and rotations were only enqueued
   // reset: the pot's positions are 0 .. keep-1 again, the next token takes position keep.
   kv_.set_size(keep, next_position);
   if (any_moved) ++stats_.repositioned;

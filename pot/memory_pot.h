@@ -178,6 +178,9 @@ class MemoryPot {
   PolicyNeeds needs_;
   std::vector<TokenId> catalyst_;
   int question_rows_ = 0;  // catalyst rows whose attention counts
+  // The catalyst rows CaP evaluates: its question rows where only they count (the rows after
+  // them cannot change their attention, the pass being causal), else all of it.
+  int cap_rows() const { return question_rows_ > 0 ? question_rows_ : static_cast<int>(catalyst_.size()); }
   bool cap_measured_ = false;  // mass_ holds CaP's measure of the pot as it is (set by a fused chunk)
   TokenId last_token_ = -1;  // the last token read (TOVA re-runs it)
   int last_unit_ = -1;       // its word / digit run

@@ -1,6 +1,7 @@
 #include "runtime/kv_store.h"
 
 #include <string>
+#include <utility>
 
 #include "runtime/cl_error.h"
 #include "runtime/ops/kv_cache.h"
@@ -87,15 +88,20 @@ void KvStore::compact(int layer, const std::vector<int>& keep, int n_keep) {
   for (int s : keep)
     if (s < 0 || s >= size_) throw cl::ClError("KV compact: slot " + std::to_string(s) + " is not filled");
   if (n_keep == 0) return;
-  // Gathering in place could overwrite a slot before it is read, so go through a copy.
   ensure_compaction_buffers();
-  const size_t bytes = keys_[layer].bytes();
-  ctx_.write(slots_, keep.data(), keep.size() * sizeof(int));
-  for (cl::Buffer* buf : {&keys_[layer], &values_[layer]}) {
-    ctx_.copy(*buf, compact_tmp_, bytes);
-    ops::kv_gather(ctx_, compact_tmp_, *buf, cfg_.n_head_kv, capacity_, cfg_.head_dim, slots_, n_keep, half_);
+  // Layers that keep the same entries (the pot's shared choice) reuse the list on the device.
+  // The queue is in order, so no layer needs to wait for the one before: one clFinish (the
+  // caller's, or the next read) covers the whole distillation.
+  if (keep != slots_of_) {
+    ctx_.write(slots_, keep.data(), keep.size() * sizeof(int));
+    slots_of_ = keep;
   }
-  ctx_.finish();
+  // Gathering in place could overwrite a slot before it is read: gather into the spare
+  // buffer and take it as the layer's, the old one becoming the spare (no copy back).
+  for (cl::Buffer* buf : {&keys_[layer], &values_[layer]}) {
+    ops::kv_gather(ctx_, *buf, compact_tmp_, cfg_.n_head_kv, capacity_, cfg_.head_dim, slots_, n_keep, half_);
+    std::swap(*buf, compact_tmp_);
+  }
 }
 
 void KvStore::rerotate(int layer, const std::vector<int>& delta) {
@@ -110,7 +116,6 @@ void KvStore::rerotate(int layer, const std::vector<int>& delta) {
     angles_slots_ = size_;
   }
   ops::rope_shift(ctx_, keys_[layer], cfg_.n_head_kv, capacity_, cfg_.head_dim, cfg_.n_rot, delta_, size_, angles_, half_);
-  ctx_.finish();
 }
 
 void KvStore::slide(int keep_last) {

@@ -31,7 +31,7 @@ class KvStore {
   static std::vector<int> layers_of(const LlamaConfig& cfg, KvKind kind);
   static uint64_t bytes_needed(const LlamaConfig& cfg, int capacity, bool half = false, KvKind kind = KvKind::Global);
   // Device bytes compact() and rerotate() hold once used (category kv_selection for the
-  // global store, kv_cache for the local one): a copy of one layer's K or V, the per-head
+  // global store, kv_cache for the local one): a spare of one layer's K or V, the per-head
   // slot and delta lists, and the delta list's rotation table.
   static uint64_t compaction_bytes(const LlamaConfig& cfg, int capacity, bool half = false);
   // Capacity of the local store for chunks of up to max_chunk tokens: the window behind a
@@ -62,6 +62,8 @@ class KvStore {
   // Pot operations (per store layer; every KV head keeps n_keep entries):
   // keep: [n_kv_heads][n_keep] source slots, ascending per head. Survivors move to slots
   // 0 .. n_keep-1 of their head; size() becomes n_keep once every layer is compacted.
+  // compact() and rerotate() only enqueue: the in-order queue runs them before anything
+  // later reads the store; a caller timing them calls the context's finish().
   void compact(int layer, const std::vector<int>& keep, int n_keep);
   // delta: [n_kv_heads][capacity] position change of each entry's key (slots >= size() ignored).
   void rerotate(int layer, const std::vector<int>& delta);
@@ -86,11 +88,12 @@ class KvStore {
   std::vector<cl::Buffer> values_;  // n_layers x [n_kv_heads][capacity][head_dim]
   // The global store allocates these on first use (the pot plans for them; a plain cache
   // never needs them); the local store at once (it slides from the first long input on).
-  cl::Buffer compact_tmp_;          // [n_kv_heads][capacity][head_dim]: gather source
+  cl::Buffer compact_tmp_;          // [n_kv_heads][capacity][head_dim]: the spare a layer gathers into
   cl::Buffer slots_;                // [n_kv_heads][capacity] int: survivors
   cl::Buffer delta_;                // [n_kv_heads][capacity] int: position change
   cl::Buffer angles_;               // [n_kv_heads][capacity][n_rot/2] float2: (cos, sin) of delta_
   cl::Buffer freq_factors_;         // [n_rot/2] float: each pair's angle divisor (Llama 3), else 1
+  std::vector<int> slots_of_;       // the keep list slots_ holds (empty: none)
   std::vector<int> angles_of_;      // the delta list angles_ was computed from (empty: none)
   int angles_slots_ = 0;            // and its slot count
   void ensure_compaction_buffers();

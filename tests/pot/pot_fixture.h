@@ -179,6 +179,17 @@ std::vector<float> read_kv(Engine& e, cl::Buffer& buf) {
   return out;
 }
 
+// Its filled slots 0 .. size-1 of every head: [n_kv_heads][size][head_dim] (compaction leaves
+// whatever the spare buffer held in the slots after them).
+std::vector<float> read_filled(Engine& e, cl::Buffer& buf, int size) {
+  const std::vector<float> all = read_kv(e, buf);
+  const size_t D = e.config().head_dim, cap = e.kv().capacity();
+  std::vector<float> out;
+  for (size_t h = 0; h < size_t(e.config().n_head_kv); ++h)
+    out.insert(out.end(), all.begin() + h * cap * D, all.begin() + (h * cap + size) * D);
+  return out;
+}
+
 struct KvSnapshot {
   std::vector<std::vector<float>> k, v;               // per layer
   std::vector<std::vector<int>> sources;               // [layer * n_kv_heads + head]

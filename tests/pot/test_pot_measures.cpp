@@ -126,8 +126,8 @@ H2oReplay replay_h2o(int recent = -1, int keep_after_prefix = 16) {
   // The replay is faithful: both stores hold the same keys and values, bit for bit.
   out.kv_identical_after_first = true;
   for (int l = 0; l < L; ++l)
-    out.kv_identical_after_first &= read_kv(*a, a->kv().keys(l)) == read_kv(*b, b->kv().keys(l)) &&
-                                    read_kv(*a, a->kv().values(l)) == read_kv(*b, b->kv().values(l));
+    out.kv_identical_after_first &= read_filled(*a, a->kv().keys(l), keep) == read_filled(*b, b->kv().keys(l), keep) &&
+                                    read_filled(*a, a->kv().values(l), keep) == read_filled(*b, b->kv().values(l), keep);
 
   // Period 2: the pot fills again.
   const int n2 = capacity - keep;
