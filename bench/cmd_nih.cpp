@@ -391,6 +391,7 @@ void nih_command(const NihOpts& o) {
           r["score"] = sc.fraction;
           r["ccd_cycles"] = a.pot.is_object() ? a.pot.value("cycles", 0) : 0;
           if (a.pot.is_object() && a.pot.contains("keep")) r["keep"] = a.pot["keep"];
+          if (a.pot.is_object() && a.pot.value("keep_auto", false)) r["kept_mean"] = a.pot["kept_mean"];  // --keep auto varies it
           // What the ablations change, as the pot saw it: CaP-G's catalyst is another length than
           // the question's; without CR-RoPE the highest position runs past the pot's size.
           if (a.pot.is_object() && a.pot.contains("catalyst_tokens")) r["catalyst_tokens"] = a.pot["catalyst_tokens"];
@@ -470,8 +471,7 @@ void add_nih_command(CLI::App& app) {
                   "; every setting: the error message of a wrong one)")->capture_default_str();
   sub->add_option("--pot", o->pot, "Pot size (KV entries) for entries that give no pot=N")->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  sub->add_option("--keep", o->keep, "Entries kept at a distillation for entries that give no keep=K (0: pot / 2)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 24));
+  add_keep_option(sub, &o->keep, "Entries kept at a distillation for entries that give no keep=K (default: pot / 2)");
   std::string task_help = "Comma list of tasks (records and tables are per task):";
   for (const auto& t : nih::tasks())
     task_help += std::string("\n  ") + t->name() + ": " + t->summary() + " (-n " +

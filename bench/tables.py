@@ -14,6 +14,10 @@ Commands:
   tables.py potsizes FILE --haystack H [--task T]
       found / needle kept whole / peak device / host RSS / distillations per pot size, for
       infinipot and streaming (and `full`) on one haystack and length
+  tables.py keep FILE
+      --keep auto against the fixed half: per task, haystack, length and pot, keys (or the
+      task's score) found by each over every seed, the distillations (median) and the entries
+      auto kept a cycle (median of the trials' means)
   tables.py bench FILE [FILE ...]
       `infinipot bench` rows (bench/results/bench/*.json) by context: our pot, our full cache,
       llama.cpp; a later file's row of the same context and engine wins
@@ -115,6 +119,34 @@ def potsizes_table(args):
     return out
 
 
+# ---- keep: --keep auto against the fixed half, cell by cell -------------------------------
+
+def keep_table(args):
+    recs = [r for r in read_jsonl(args.file) if "error" not in r and r.get("policy") == "infinipot"]
+    cells = {}
+    for r in recs:
+        auto = r["config"].endswith(":keep=auto")
+        cells.setdefault((r.get("task", "passkey"), r["haystack"], r["length"], r["pot"]), {}).setdefault(auto, []).append(r)
+
+    def found(rs):
+        return "%g/%d" % (sum(r.get("score", float(bool(r.get("found")))) for r in rs), len(rs))
+
+    def cycles(rs):
+        return "%g" % statistics.median(r.get("ccd_cycles", 0) for r in rs)
+
+    out = ["| task | haystack | length | pot | seeds | fixed half: found | distillations | auto: found | distillations | kept a cycle (auto) |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for (task, hay, length, pot) in sorted(cells):
+        c = cells[(task, hay, length, pot)]
+        fixed, auto = c.get(False, []), c.get(True, [])
+        seeds = len({r.get("seed") for r in fixed + auto})
+        kept = "%g" % round(statistics.median(r["kept_mean"] for r in auto)) if auto and all("kept_mean" in r for r in auto) else ""
+        out.append("| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |" % (
+            task, hay, ctx_label(length), pot, seeds, found(fixed) if fixed else "", cycles(fixed) if fixed else "",
+            found(auto) if auto else "", cycles(auto) if auto else "", kept))
+    return out
+
+
 # ---- bench: context-length rows against llama.cpp ------------------------------------------
 
 def size(b):
@@ -199,6 +231,8 @@ def parser():
     s.add_argument("file")
     s.add_argument("--haystack", required=True)
     s.add_argument("--task", default="passkey")
+    k = sub.add_parser("keep")
+    k.add_argument("file")
     b = sub.add_parser("bench")
     b.add_argument("files", nargs="+")
     fa = sub.add_parser("families")
@@ -212,11 +246,13 @@ def make(args, binary):
         return nih_table(args, binary)
     if args.kind == "potsizes":
         return potsizes_table(args)
+    if args.kind == "keep":
+        return keep_table(args)
     if args.kind == "bench":
         return bench_table(args)
     if args.kind == "families":
         return families_table(args)
-    raise SystemExit("name a table: nih, potsizes, bench or families (or --check PATH)")
+    raise SystemExit("name a table: nih, potsizes, keep, bench or families (or --check PATH)")
 
 
 def marked_tables(path):

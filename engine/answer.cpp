@@ -119,6 +119,8 @@ nlohmann::json pot_report(const MemoryPot& pot, int catalyst_tokens) {
   const PotStats& s = pot.stats();
   return {{"policy", o.policy},             {"capacity", o.capacity},
           {"keep", o.keep},                 {"pinned", pot.pinned()},
+          {"keep_auto", o.keep_auto},       {"kept_least", s.kept_least}, {"kept_most", s.kept_most},
+          {"kept_mean", s.cycles ? double(s.kept_total) / s.cycles : 0.0},
           {"catalyst_tokens", catalyst_tokens}, {"nuc_ratio", o.params.nuc_ratio}, {"nuc_stride", o.params.nuc_stride},
           {"cr_rope", o.positions == PositionRule::Reset}, {"positions", position_rule_name(o.positions)},
           {"position_gap", o.position_gap},

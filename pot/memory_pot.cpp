@@ -41,6 +41,9 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
     throw SettingError("policy", str(o.params.nuc_stride), "in " + range,
                        "nuc_stride must lie in " + range + ", got " + str(o.params.nuc_stride));
   }
+  if (o.keep_auto && !(o.keep_mass > 0.0f && o.keep_mass <= 1.0f))
+    throw SettingError("keep", "auto", "a mass share in (0, 1]", "{keep} auto keeps a share of the scores' mass in (0, 1], got " +
+                                                                     std::to_string(o.keep_mass));
   (void)make_policy(o);  // a known policy that keeps a pot
   const int M = o.capacity, P = pinned_of(o, L.pinned), K = L.catalyst;
   // A document that overflows the pot ends with a distillation; then the question, template
@@ -62,7 +65,9 @@ PotOptions MemoryPot::resolve(PotOptions o, const PotLayout& L) {
   // Default: half the pot, within the range that works (above the prefix, leaving room for
   // the catalyst and one new token, and for F after the last distillation), so the minimum
   // pot named above works as it is.
-  if (o.keep == 0) o.keep = static_cast<int>(std::clamp<long long>(M / 2, P + 1, std::min<long long>(M - K - 1, M - F)));
+  // Under --keep auto, keep is the most a distillation keeps: three quarters of the pot.
+  if (o.keep == 0)
+    o.keep = static_cast<int>(std::clamp<long long>(o.keep_auto ? 3LL * M / 4 : M / 2, P + 1, std::min<long long>(M - K - 1, M - F)));
   if (o.keep >= M)
     throw SettingError("keep", str(o.keep), "< " + str(M), "{keep} " + str(o.keep) + " must be below {pot} " + str(M) +
                                 ": a distillation has to free room for new text");
@@ -320,7 +325,7 @@ void MemoryPot::read(const std::vector<TokenId>& tokens, TokenId next, int still
 
 void MemoryPot::finish(const std::vector<TokenId>& tokens, int n) {
   if (n < static_cast<int>(tokens.size())) throw std::logic_error("MemoryPot::finish: n below the tokens given");
-  if (kv_.free_slots() < n) distill();
+  if (kv_.free_slots() < n) distill(opts_.capacity - n);
   if (kv_.free_slots() < n)
     throw SettingError("pot", str(opts_.capacity), ">= " + str(kv_.size() + n),
                        "the pot keeps " + str(kv_.size()) + " entries after distilling; " + str(n) +
@@ -378,8 +383,8 @@ void MemoryPot::measure_last_query() {
 }
 
 template <typename T>
-void MemoryPot::carry(std::vector<T>& record, int layer, const std::vector<int>& survivors, const std::vector<int>* add) {
-  const int keep = opts_.keep, cap = opts_.capacity;
+void MemoryPot::carry(std::vector<T>& record, int layer, const std::vector<int>& survivors, int keep, const std::vector<int>* add) {
+  const int cap = opts_.capacity;
   std::vector<T> tmp(keep);
   for (int h = 0; h < cfg_.n_head_kv; ++h) {
     const int* keep_h = survivors.data() + size_t(h) * keep;
@@ -433,8 +438,8 @@ std::vector<int> MemoryPot::choose_on_device(const PotScores& sc, const ChoicePl
   return all;
 }
 
-std::vector<int> MemoryPot::new_positions(const std::vector<int>& survivors, int* next_position) const {
-  const int L = kv_.n_layers(), H = cfg_.n_head_kv, keep = opts_.keep;
+std::vector<int> MemoryPot::new_positions(const std::vector<int>& survivors, int keep, int* next_position) const {
+  const int L = kv_.n_layers(), H = cfg_.n_head_kv;
   const int room = opts_.capacity - keep + static_cast<int>(catalyst_.size());
   // The positions to start from: as read, or for gaps with every cut shrunk to opts_.position_gap
   // (then placed like fit's). Survivors come in slot order, and positions grow with the slot.
@@ -472,13 +477,17 @@ std::vector<int> MemoryPot::new_positions(const std::vector<int>& survivors, int
   return out;
 }
 
-void MemoryPot::distill() {
+int MemoryPot::keep_floor() const {
+  return opts_.keep_auto ? std::clamp(opts_.capacity / 4, pinned_ + 1, opts_.keep) : opts_.keep;
+}
+
+void MemoryPot::distill(int most) {
   const int size = kv_.size();
-  const int keep = opts_.keep;
-  if (size <= keep) return;
+  most = most > 0 ? std::min(most, opts_.keep) : opts_.keep;
+  if (size <= (opts_.keep_auto ? keep_floor() : opts_.keep)) return;
   const int Hkv = cfg_.n_head_kv, cap = opts_.capacity;
 
-  trace::Span cycle_span("ccd", "distillation", {{"cycle", stats_.cycles + 1}, {"entries", size}, {"keep", keep}});
+  trace::Span cycle_span("ccd", "distillation", {{"cycle", stats_.cycles + 1}, {"entries", size}});
   // 1. Measure what the policy needs (NuC was scored while reading).
   const auto t0 = Clock::now();
   std::vector<float> mass;
@@ -491,7 +500,7 @@ void MemoryPot::distill() {
   }
   if (needs_.catalyst || needs_.last_query) stats_.catalyst_s += seconds_since(t0);
   const bool on_device = choice_ && oracle_.first < 0;
-  if ((needs_.catalyst || needs_.last_query) && !on_device) {
+  if ((needs_.catalyst || needs_.last_query) && (!on_device || opts_.keep_auto)) {
     mass.resize(mass_.bytes() / sizeof(float));
     ctx_.read(mass_, mass.data(), mass_.bytes());
   }
@@ -510,7 +519,7 @@ void MemoryPot::distill() {
   sc.stride = cap;
   sc.size = size;
   sc.pinned = pinned_;
-  sc.keep = keep;
+  sc.keep = std::min(opts_.keep, size);
   sc.catalyst = needs_.catalyst ? mass.data() : nullptr;
   sc.last_query = needs_.last_query ? mass.data() : nullptr;
   sc.accumulated = needs_.accumulated ? acc_.data() : nullptr;
@@ -519,15 +528,20 @@ void MemoryPot::distill() {
   sc.unit = unit_.data();
   sc.oracle_first = oracle_.first;
   sc.oracle_last = oracle_.second;
+  if (opts_.keep_auto) {  // as many as the scores justify; the plan's counts follow the choice
+    const int least = std::min(keep_floor(), most);
+    sc.keep = std::min(size, keep_by_mass(sc, policy_->plan(sc), opts_.keep_mass, least, most));
+  }
+  const int keep = sc.keep;
   std::vector<int> all;
   {
-    trace::Span span("ccd", "selection", {{"on_device", on_device}});
+    trace::Span span("ccd", "selection", {{"on_device", on_device}, {"keep", keep}});
     all = on_device ? choose_on_device(sc, policy_->plan(sc)) : policy_->select(sc);
   }
 
   // 3. The kept entries' new positions (pot/positions.h), one decision for every layer.
   int next_position = 0;
-  const std::vector<int> moved = new_positions(all, &next_position);  // [L][Hkv][keep]
+  const std::vector<int> moved = new_positions(all, keep, &next_position);  // [L][Hkv][keep]
 
   // 4-5. Compaction and re-rotation (CR-RoPE), layer by layer.
   std::vector<int> delta(size_t(Hkv) * cap, 0);
@@ -549,12 +563,12 @@ void MemoryPot::distill() {
         layer_moved = layer_moved || d != 0;
       }
     any_moved = any_moved || layer_moved;
-    carry(nuc_, l, survivors);
-    carry(source_, l, survivors);
-    carry(unit_, l, survivors);
-    carry(position_, l, survivors, &delta);
+    carry(nuc_, l, survivors, keep);
+    carry(source_, l, survivors, keep);
+    carry(unit_, l, survivors, keep);
+    carry(position_, l, survivors, keep, &delta);
     if (!acc_.empty()) {  // H2O: survivors carry their sums; the freed slots start from nothing
-      carry(acc_, l, survivors);
+      carry(acc_, l, survivors, keep);
       for (int h = 0; h < Hkv; ++h) std::fill(acc_.begin() + at(l, h, keep), acc_.begin() + at(l, h, cap), 0.0f);
     }
     if (layer_moved) {
@@ -568,6 +582,9 @@ void MemoryPot::distill() {
   kv_.set_size(keep, next_position);
   if (any_moved) ++stats_.repositioned;
   stats_.compact_s += seconds_since(t1);
+  stats_.kept_total += keep;
+  stats_.kept_least = stats_.cycles == 0 ? keep : std::min(stats_.kept_least, keep);
+  stats_.kept_most = std::max(stats_.kept_most, keep);
   ++stats_.cycles;
 }
 

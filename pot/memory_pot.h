@@ -38,6 +38,12 @@ namespace infinipot {
 struct PotOptions {
   int capacity = 0;        // |M|: KV entries the pot holds
   int keep = 0;            // |C|: entries left after a distillation, pinned prefix included (0: capacity / 2)
+  // --keep auto: each distillation keeps as many entries as its scores justify, the fewest
+  // holding keep_mass of their combined mass (pot/selection.h keep_by_mass), at least a
+  // quarter of the pot and at most `keep` (default then: three quarters of the pot).
+  bool keep_auto = false;
+  float keep_mass = kDefaultKeepMass;
+  static constexpr float kDefaultKeepMass = 0.9f;
   std::string policy = "infinipot";  // pot/policy_registry.h
   PolicyParams params;     // what shapes the policy's choice (nuc_ratio, pool, recent, per_head, ...)
   // Where kept entries' positions go at a distillation (pot/positions.h): reset is CR-RoPE;
@@ -73,6 +79,8 @@ struct PotStats {
   int catalyst_fused = 0;   // catalysts that ran in the pass of the chunk before their distillation
   double novelty_s = 0;     // per-token NLL of what was read (NuC)
   double compact_s = 0;     // selection, compaction and re-rotation
+  long long kept_total = 0;  // entries the distillations kept, summed (--keep auto varies them)
+  int kept_least = 0, kept_most = 0;  // the fewest and the most one distillation kept
 };
 
 class MemoryPot {
@@ -111,8 +119,11 @@ class MemoryPot {
   const std::vector<TokenId>& catalyst() const { return catalyst_; }
   // One generated token into the next slot (decoding; never distills: finish() made room).
   void append(TokenId token);
-  // One CCD cycle (measure, select, compact, CR-RoPE). No-op when size <= keep.
-  void distill();
+  // One CCD cycle (measure, select, compact, CR-RoPE). No-op when size <= keep. most: the
+  // most entries this cycle may keep (finish() leaving room for the answer; 0: keep).
+  void distill(int most = 0);
+  // The fewest entries a distillation keeps under --keep auto (keep itself otherwise).
+  int keep_floor() const;
   const PolicyNeeds& needs() const { return needs_; }
   // Diagnostics (run --pot-oracle): the stream tokens [first, last] survive every distillation
   // in every layer and head, whatever the policy chooses; (-1, -1) turns it off.
@@ -163,10 +174,10 @@ class MemoryPot {
   void measure_last_query();
   // The positions survivors ([n_layer][n_kv_heads][keep]) take under opts_.positions, in the
   // same layout, and the position of the next token.
-  std::vector<int> new_positions(const std::vector<int>& survivors, int* next_position) const;
+  std::vector<int> new_positions(const std::vector<int>& survivors, int keep, int* next_position) const;
   // Moves a host-side per-slot record along with the survivors of one layer.
   template <typename T>
-  void carry(std::vector<T>& record, int layer, const std::vector<int>& survivors, const std::vector<int>* add = nullptr);
+  void carry(std::vector<T>& record, int layer, const std::vector<int>& survivors, int keep, const std::vector<int>* add = nullptr);
   size_t at(int layer, int head, int slot) const { return (size_t(layer) * cfg_.n_head_kv + head) * opts_.capacity + slot; }
 
   cl::Context& ctx_;

@@ -56,6 +56,8 @@ nlohmann::json MemoryPot::settings_json(const PotOptions& o) {
   return {{"policy", o.policy},
           {"capacity", o.capacity},
           {"keep", o.keep},
+          {"keep_auto", o.keep_auto},
+          {"keep_mass", o.keep_mass},
           {"cr_rope", o.positions == PositionRule::Reset},
           {"positions", position_rule_name(o.positions)},
           {"position_gap", o.position_gap},
@@ -73,6 +75,9 @@ PotOptions MemoryPot::options_from_settings(const nlohmann::json& s) {
     (void)find_policy(o.policy);
     o.capacity = s.at("capacity").get<int>();
     o.keep = s.at("keep").get<int>();
+    o.keep_auto = s.value("keep_auto", false);  // absent before --keep auto: a fixed keep
+    o.keep_mass = s.value("keep_mass", PotOptions::kDefaultKeepMass);
+    if (o.keep_auto && !(o.keep_mass > 0.0f && o.keep_mass <= 1.0f)) throw std::invalid_argument("keep_mass must lie in (0, 1]");
     // Snapshots before the position rules name only cr_rope (reset or stream).
     if (s.contains("positions")) {
       const auto rule = parse_position_rule(s.at("positions").get<std::string>());
@@ -133,6 +138,9 @@ PotSnapshot MemoryPot::capture(const std::vector<int>& tokens, const std::string
   s.cycles = stats_.cycles;
   s.max_position = stats_.max_position;
   s.tokens_read = stats_.tokens_read;
+  s.kept_total = stats_.kept_total;
+  s.kept_least = stats_.kept_least;
+  s.kept_most = stats_.kept_most;
   s.nuc = nuc_;
   s.acc = acc_;
   s.source = source_;
@@ -212,6 +220,9 @@ void MemoryPot::restore(const PotSnapshot& s, const std::vector<TokenId>& cataly
   stats_.cycles = s.cycles;
   stats_.max_position = s.max_position;
   stats_.tokens_read = s.tokens_read;
+  stats_.kept_total = s.kept_total;
+  stats_.kept_least = s.kept_least;
+  stats_.kept_most = s.kept_most;
   nuc_ = s.nuc;
   source_ = s.source;
   unit_ = s.unit;

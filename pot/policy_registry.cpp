@@ -45,7 +45,7 @@ std::deque<PolicyInfo>& table() {
 const std::vector<SettingInfo>& settings() {
   static const std::vector<SettingInfo> rows = {
       {Setting::Pot, "pot", "KV entries of the pot (what a whole-input policy keeps)"},
-      {Setting::Keep, "keep", "entries left after a distillation, the chat prefix included"},
+      {Setting::Keep, "keep", "entries left after a distillation, the chat prefix included (auto: as many as the scores justify; keep_mass=S the share of their mass kept)"},
       {Setting::Ctx, "ctx", "KV entries of a full cache"},
       {Setting::NucRatio, "nuc_ratio", "share of the free places chosen by novelty (NuC) before CaP"},
       {Setting::NucStride, "nuc_stride", "NuC scores every Nth token; the span rule carries it to those between"},

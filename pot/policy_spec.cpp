@@ -31,11 +31,12 @@ std::string short_float(double v) {
 std::string known_keys() {
   std::string out;
   for (const auto& s : settings()) out += (out.empty() ? "" : ", ") + std::string(s.key);
-  return out + ", cr_rope, gap";  // cr_rope and gap are forms of positions
+  return out + ", cr_rope, gap, keep_mass";  // cr_rope and gap are forms of positions, keep_mass of keep
 }
 
 const Setting* setting_of(const std::string& key) {
-  static const std::map<std::string, Setting> aliases = {{"cr_rope", Setting::Positions}, {"gap", Setting::Positions}};
+  static const std::map<std::string, Setting> aliases = {{"cr_rope", Setting::Positions}, {"gap", Setting::Positions},
+                                                                {"keep_mass", Setting::Keep}};
   for (const auto& s : settings())
     if (key == s.key) return &s.setting;
   const auto it = aliases.find(key);
@@ -47,7 +48,9 @@ const Setting* setting_of(const std::string& key) {
 std::string PolicySpec::config() const {
   if (!holds_pot()) return ctx > 0 ? name + ":ctx=" + std::to_string(ctx) : name;
   std::string s = name + ":pot=" + std::to_string(pot);
-  if (keep > 0) s += ":keep=" + std::to_string(keep);
+  if (keep_auto) s += ":keep=auto";
+  else if (keep > 0) s += ":keep=" + std::to_string(keep);
+  if (keep_auto && keep_mass != PotOptions::kDefaultKeepMass) s += ":keep_mass=" + short_float(keep_mass);
   if (nuc_ratio != 0.5f) s += ":nuc_ratio=" + short_float(nuc_ratio);
   if (nuc_stride != 1) s += ":nuc_stride=" + std::to_string(nuc_stride);
   if (pool >= 0) s += ":pool=" + std::to_string(pool);
@@ -73,6 +76,8 @@ PotOptions PolicySpec::options() const {
   o.policy = name;
   o.capacity = pot;
   o.keep = keep;
+  o.keep_auto = keep_auto;
+  o.keep_mass = keep_mass;
   o.params.nuc_ratio = nuc_ratio;
   o.params.nuc_stride = nuc_stride;
   o.params.pool = pool;
@@ -95,6 +100,7 @@ PolicySpec parse_policy_spec(const std::string& entry, int default_pot, int defa
     if (entry.empty() || entry.back() == ':') parts.push_back("");
   }
   PolicySpec p;
+  bool mass_given = false, keep_given = false;
   p.name = parts[0];
   if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
@@ -121,7 +127,18 @@ PolicySpec parse_policy_spec(const std::string& entry, int default_pot, int defa
       return static_cast<int>(n);
     };
     if (k == "pot") p.pot = count(1 << 24, "a pot size in 1..16777216", 1);
-    else if (k == "keep") p.keep = count(1 << 24, "a count of entries >= 1", 1);
+    else if (k == "keep") {
+      keep_given = true;
+      p.keep_auto = v == "auto";
+      p.keep = p.keep_auto ? 0 : count(1 << 24, "a count of entries >= 1 or auto", 1);
+    }
+    else if (k == "keep_mass") {
+      char* end = nullptr;
+      const double r = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(r > 0.0 && r <= 1.0)) throw bad("a share in (0, 1]");
+      p.keep_mass = static_cast<float>(r);
+      mass_given = true;
+    }
     else if (k == "ctx") p.ctx = count(1 << 24, "a count of entries >= 1", 1);
     else if (k == "pool") p.pool = count(64, "a pooling radius in 0..64");
     else if (k == "nuc_stride") p.nuc_stride = count(PolicyParams::kMaxNucStride, "a stride in 1.." + std::to_string(PolicyParams::kMaxNucStride), 1);
@@ -161,7 +178,12 @@ PolicySpec parse_policy_spec(const std::string& entry, int default_pot, int defa
                                 "add positions=gaps or drop gap");
   if (p.gap == kDefaultPositionGap) p.gap = 0;  // the default, left out of the config
   if (!(p.given & bit(Setting::Pot))) p.pot = info.accepts(Setting::Pot) ? default_pot : 0;
-  if (!(p.given & bit(Setting::Keep))) p.keep = info.accepts(Setting::Keep) ? default_keep : 0;
+  if (!keep_given && info.accepts(Setting::Keep)) {
+    p.keep = default_keep == kKeepAuto ? 0 : default_keep;
+    p.keep_auto = default_keep == kKeepAuto;
+  }
+  if (mass_given && !p.keep_auto)
+    throw SettingError("policy", entry, "", "entry '" + entry + "': keep_mass sets what keep=auto holds; add keep=auto or drop keep_mass");
   if (info.requires_setting(Setting::Pot) && p.pot <= 0)
     throw SettingError("policy", entry, "", "entry '" + entry + "' needs a pot size (pot=N)");
   if (p.keep > 0 && p.keep >= p.pot)

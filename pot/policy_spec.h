@@ -15,6 +15,8 @@ struct PolicySpec {
   std::string name;
   int pot = 0;             // KV entries of the pot (0 for a policy that keeps none)
   int keep = 0;            // 0: the pot's default
+  bool keep_auto = false;  // keep=auto: each distillation keeps what its scores justify (PotOptions)
+  float keep_mass = PotOptions::kDefaultKeepMass;  // keep_mass=S: the share of the mass keep=auto holds
   int ctx = 0;             // a full cache's entries (0: the prompt and its answer)
   float nuc_ratio = 0.5f;
   int nuc_stride = 1;      // NuC scores every nuc_stride-th token
@@ -48,6 +50,8 @@ struct PolicySpec {
 // none (and are dropped for a policy that does not read them). Throws std::invalid_argument
 // ("entry 'h2o:size=3': unknown setting 'size' (known: ...)"), SettingNotRead for a key the
 // policy does not read, or find_policy's error for an unknown name.
+// default_keep kKeepAuto stands for keep=auto.
+constexpr int kKeepAuto = -1;
 PolicySpec parse_policy_spec(const std::string& entry, int default_pot = 0, int default_keep = 0);
 
 }  // namespace infinipot

@@ -79,6 +79,7 @@ std::vector<uint8_t> serialize_pot_snapshot(const PotSnapshot& s) {
                       {"pinned", s.pinned},         {"stream_pos", s.stream_pos}, {"last_token", s.last_token},
                       {"last_unit", s.last_unit},   {"pending_nuc_bits", float_bits(s.pending_nuc)}, {"cycles", s.cycles},
                       {"max_position", s.max_position}, {"tokens_read", s.tokens_read},
+                      {"kept_total", s.kept_total}, {"kept_least", s.kept_least}, {"kept_most", s.kept_most},
                       {"layer_kinds", s.layer_kinds},
                       {"window", {{"capacity", s.window_capacity}, {"size", s.window_size},
                                   {"next_position", s.window_next_position}}}};
@@ -155,6 +156,11 @@ PotSnapshot parse_pot_snapshot(const uint8_t* data, size_t n, const std::string&
   s.cycles = static_cast<int>(get_int("cycles", 0, INT32_MAX));
   s.max_position = static_cast<int>(get_int("max_position", 0, INT32_MAX));
   s.tokens_read = get_int("tokens_read", 0, INT64_MAX);
+  if (h.contains("kept_total")) {  // absent in snapshots from before --keep auto
+    s.kept_total = get_int("kept_total", 0, INT64_MAX);
+    s.kept_least = static_cast<int>(get_int("kept_least", 0, s.capacity));
+    s.kept_most = static_cast<int>(get_int("kept_most", 0, s.capacity));
+  }
   if (version == 1) {
     s.layer_kinds.assign(s.n_layer, 'G');  // version 1 was written for all-global (llama) models only
   } else {

@@ -38,6 +38,9 @@ struct PotSnapshot {
   float pending_nuc = 0;
   int cycles = 0, max_position = 0;
   long long tokens_read = 0;
+  // What the distillations kept (--keep auto varies it; absent before it: 0).
+  long long kept_total = 0;
+  int kept_least = 0, kept_most = 0;
   // Per slot, [n_layer][n_head_kv][capacity].
   std::vector<float> nuc, acc;            // acc empty unless the policy accumulates (H2O)
   std::vector<int> source, unit, position;

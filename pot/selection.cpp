@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -131,6 +132,45 @@ std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceSt
           std::copy(chosen.begin(), chosen.end(), out.begin() + (size_t(l) * H + h) * s.keep);
     }
   return out;
+}
+
+int keep_by_mass(const PotScores& s, const ChoicePlan& plan, float mass, int least, int most) {
+  if (least > most) throw std::invalid_argument("keep_by_mass: least above most");
+  const int n = s.size, lo = s.pinned;
+  long long total_count = 0;
+  for (const PlanStage& st : plan.stages) total_count += std::max(0, st.count);
+  if (n <= lo || total_count == 0) return most;
+  std::vector<double> mix(n, 0.0);
+  std::vector<float> sum(n), spread(n);
+  const int* unit = plan.shape.units ? s.unit : nullptr;  // slot order is the same in every (layer, head) of a shared choice
+  bool any = false;
+  for (const PlanStage& st : plan.stages) {
+    const float* score = measure_scores(s, st.measure);
+    if (!score) throw std::invalid_argument("keep_by_mass: a stage reads a measurement the pot did not take");
+    for (int j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int l = 0; l < s.n_layers; ++l)
+        for (int h = 0; h < s.n_heads; ++h) {
+          const float v = score[s.at(l, h) + j];
+          if (v > 0) acc += v;  // NaN fails the test too
+        }
+      sum[j] = static_cast<float>(acc);
+    }
+    spread_scores(sum.data(), unit, lo, n, plan.shape.back, plan.shape.fwd, spread.data());
+    double total = 0;
+    for (int j = lo; j < n; ++j) total += spread[j];
+    if (!(total > 0)) continue;
+    const double weight = double(std::max(0, st.count)) / double(total_count);
+    for (int j = lo; j < n; ++j) mix[j] += weight * spread[j] / total;
+    any = true;
+  }
+  if (!any) return most;
+  std::vector<double> share(mix.begin() + lo, mix.end());
+  std::sort(share.begin(), share.end(), std::greater<double>());
+  double have = 0, whole = std::accumulate(share.begin(), share.end(), 0.0);
+  int count = 0;
+  while (count < static_cast<int>(share.size()) && have < mass * whole) have += share[count++];
+  return std::clamp(lo + count, least, most);
 }
 
 }  // namespace infinipot

@@ -40,4 +40,12 @@ const float* measure_scores(const PotScores& s, Measure m);
 // Runs the choice described above. Returns [n_layers][n_heads][keep] slots.
 std::vector<int> choose_survivors(const PotScores& s, const std::vector<ChoiceStage>& stages, const ChoiceShape& shape);
 
+// --keep auto: how many entries a distillation keeps, as its scores justify. Each stage's
+// scores are summed over every layer and head (negative and NaN count as nothing), spread as
+// the choice spreads them (plan.shape: a kept fact takes its window), and made a share of
+// their own total over the free slots [pinned, size); the shares are mixed by the stages'
+// counts in the plan. Returns pinned + the fewest free slots holding `mass` of that mix,
+// clamped to [least, most] (a plan without stages, or scores without mass: most).
+int keep_by_mass(const PotScores& s, const ChoicePlan& plan, float mass, int least, int most);
+
 }  // namespace infinipot

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "build_id.h"  // generated: INFINIPOT_BUILD_ID
+#include "pot/policy_spec.h"
 #include "runtime/device_memory.h"
 
 namespace infinipot::cli {
@@ -93,6 +94,26 @@ EngineOptions engine_options(const std::string& model, const std::string& device
   eo.chunk = chunk;
   eo.kv_type = kv_type;
   return eo;
+}
+
+CLI::Option* add_keep_option(CLI::App* sub, int* keep, const std::string& help) {
+  return sub
+      ->add_option_function<std::string>(
+          "--keep",
+          [keep](const std::string& v) {
+            if (v == "auto") {
+              *keep = kKeepAuto;
+              return;
+            }
+            long long n = 0;
+            const bool digits = !v.empty() && v.size() <= 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (digits) n = std::stoll(v);
+            if (!digits || n < 1 || n > (1 << 24))
+              throw CLI::ValidationError("--keep", "takes a count of entries in 1..16777216 or auto, got '" + v + "'");
+            *keep = static_cast<int>(n);
+          },
+          help + "; auto: each distillation keeps what its scores justify, a quarter to three quarters of the pot")
+      ->type_name("N|auto");
 }
 
 }  // namespace infinipot::cli

@@ -25,6 +25,9 @@ EngineOptions engine_options(const std::string& model, const std::string& device
                              int chunk, const std::string& kv_type);
 // CLI11 validator for --device-mem sizes ("256M", "1.5G").
 CLI::Validator byte_size_validator();
+// --keep N or --keep auto: a count of entries (1..2^24) into *keep, auto as kKeepAuto
+// (pot/policy_spec.h); anything else is refused naming both forms.
+CLI::Option* add_keep_option(CLI::App* sub, int* keep, const std::string& help);
 
 // The CLI's names for the settings lower layers name as {id} (model_loader/setting_names.h).
 const SettingNames& setting_names();

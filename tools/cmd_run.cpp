@@ -8,6 +8,7 @@
 
 #include "engine/answer.h"
 #include "pot/policy_registry.h"
+#include "pot/policy_spec.h"
 #include "tools/cli_common.h"
 #include "tools/cmd_run.h"
 #include "tools/host_usage.h"
@@ -32,7 +33,7 @@ struct SettingFlag {
 };
 std::vector<SettingFlag> setting_flags(const RunOpts& o) {
   return {{Setting::Pot, o.pot > 0, "--pot"},
-          {Setting::Keep, o.keep > 0, "--keep"},
+          {Setting::Keep, o.keep != 0, "--keep"},
           {Setting::Ctx, o.ctx > 0, "--ctx"},
           {Setting::NucRatio, o.nuc_given, "--nuc-ratio"},
           {Setting::NucStride, o.nuc_stride > 0, "--nuc-stride"},
@@ -136,7 +137,8 @@ void run(const RunOpts& o, bool have_prompt, bool have_file, const std::function
   ao.ctx = o.ctx;
   ao.pot.policy = policy;
   ao.pot.capacity = o.pot;
-  ao.pot.keep = o.keep;
+  ao.pot.keep = o.keep == kKeepAuto ? 0 : o.keep;
+  ao.pot.keep_auto = o.keep == kKeepAuto;
   if (o.no_cr_rope && !o.positions.empty() && o.positions != "stream")
     throw CLI::ValidationError("--no-cr-rope keeps stream positions, --positions " + o.positions + " asks otherwise: give one");
   ao.pot.positions = o.no_cr_rope ? PositionRule::Stream : *parse_position_rule(o.positions.empty() ? "auto" : o.positions);
@@ -298,8 +300,7 @@ std::pair<CLI::Option*, CLI::Option*> add_run_flags(CLI::App* sub, const std::sh
                               "InfiniPot's continual context distillation (default: off, a full KV cache)")
                   ->check(CLI::Range(1, 1 << 24));
   pot->excludes(sub->get_option("--ctx"));
-  sub->add_option("--keep", o->keep, "Pot entries left after a distillation, chat prefix included (default: --pot / 2)")
-      ->check(CLI::Range(1, 1 << 24));
+  add_keep_option(sub, &o->keep, "Pot entries left after a distillation, chat prefix included (default: --pot / 2)");
   sub->add_option("--nuc-ratio", o->nuc_ratio, "Share of the kept entries chosen by novelty (NuC) before catalyst "
                   "attention (CaP)")->capture_default_str()->check(CLI::Range(0.0f, 1.0f))
       ->each([o](const std::string&) { o->nuc_given = true; });

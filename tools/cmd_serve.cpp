@@ -33,8 +33,8 @@ void add_pot_flags(CLI::App* sub, PotFlags* o) {
   sub->add_option("--chunk", o->chunk, "Prefill chunk in tokens (default: from platforms/)")->check(CLI::Range(1, 1 << 16));
   sub->add_option("--pot", o->pot, "KV entries of the memory pot every conversation reads through")
       ->capture_default_str()->check(CLI::Range(16, 1 << 24));
-  sub->add_option("--keep", o->keep, "Entries a distillation keeps (default: half the pot; the other half holds the "
-                                     "newest turn and its answer)")->check(CLI::Range(1, 1 << 24));
+  add_keep_option(sub, &o->keep, "Entries a distillation keeps (default: half the pot; the other half holds the "
+                                 "newest turn and its answer)");
   sub->add_option("--policy", o->policy, "Pot policy, NAME or NAME:key=value:... (`infinipot policies` lists them; "
                                          "one that reads through a pot)")->capture_default_str();
 }

@@ -39,6 +39,7 @@ PotSnapshot synthetic(bool half, bool h2o, bool window = false) {
   }
   s.size = 5, s.next_position = 5, s.pinned = 2, s.stream_pos = 12, s.last_token = 77, s.last_unit = 10;
   s.pending_nuc = 1.5f, s.cycles = 3, s.max_position = 9, s.tokens_read = 10;
+  s.kept_total = 11, s.kept_least = 3, s.kept_most = 4;
   const size_t slots = s.slots();
   s.nuc.assign(slots, 0.25f);
   s.source.assign(slots, -1);
@@ -68,6 +69,9 @@ TEST(PotSnapshotFormat, RoundTripsExactly) {
         EXPECT_EQ(p.settings, s.settings);
         EXPECT_EQ(p.size, 5);
         EXPECT_EQ(p.half, half);
+        EXPECT_EQ(p.kept_total, 11);  // a resumed pot reports what every distillation kept
+        EXPECT_EQ(p.kept_least, 3);
+        EXPECT_EQ(p.kept_most, 4);
         EXPECT_EQ(p.nuc, s.nuc);
         EXPECT_EQ(p.acc, s.acc);
         EXPECT_EQ(p.mass, s.mass);
@@ -194,7 +198,10 @@ TEST(PotSnapshotFormat, Version1FilesAreStillRead) {
       EXPECT_EQ(p.layer_kinds, "GG");
       EXPECT_EQ(p.window_layers(), 0);
       EXPECT_TRUE(p.window_kv.empty());
-      EXPECT_EQ(serialize_pot_snapshot(p), serialize_pot_snapshot(synthetic(half, h2o)));
+      PotSnapshot want = synthetic(half, h2o);
+      EXPECT_EQ(p.kept_total, 0) << "written before --keep auto recorded what distillations kept";
+      want.kept_total = 0, want.kept_least = want.kept_most = 0;
+      EXPECT_EQ(serialize_pot_snapshot(p), serialize_pot_snapshot(want));
     }
   // A version this program does not know is refused, naming the versions it reads.
   std::vector<uint8_t> b = serialize_pot_snapshot(synthetic(false, false));
